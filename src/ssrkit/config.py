@@ -1,0 +1,129 @@
+"""One resolved configuration: built-in defaults < `ssrkit.toml` < command-line flags (SPEC §11).
+
+The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`).
+A repository may carry its own `ssrkit.toml` (a per-repository profile: test setup, environment); the
+user's file wins over it. The resolved configuration is written next to outputs so any run can be replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .errors import SsrkitError
+from .fsutil import atomic_write_text
+
+DEFAULT_TEST_PATTERNS = ["tests/", "test/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
+DEFAULT_PROTECTED = ["conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py"]
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "validate": {
+        "timeout": 90.0,
+        "min_passing_tests": 5,
+        "min_failing_tests": 1,
+        "min_changed_files": 1,
+        "total_break": "warning",  # or "error"
+        "flaky_runs": 0,
+        "jobs": 1,
+        "test_patterns": DEFAULT_TEST_PATTERNS,
+        "cache": True,
+    },
+    "sandbox": {
+        "backend": "auto",  # auto | local | docker
+        "memory_mb": 4096,
+        "pids": 512,
+        "cpus": 2.0,
+        "file_size_mb": 1024,
+        "env": {},
+        "setup": "",
+        "workdir": "/testbed",
+    },
+    "inject": {},
+    "solve": {"protected": DEFAULT_PROTECTED},
+    "reward": {"alpha": 0.8},
+    "train": {},
+}
+
+CONFIG_NAME = "ssrkit.toml"
+
+
+class Config:
+    """Sections of settings; `cfg.get("validate", "timeout")`, `cfg.section("sandbox")`."""
+
+    def __init__(self, data: dict[str, dict[str, Any]], sources: list[str] | None = None):
+        self.data = data
+        self.sources = sources or []
+
+    def section(self, name: str) -> dict[str, Any]:
+        return self.data.setdefault(name, {})
+
+    def get(self, section: str, key: str, default: Any = None) -> Any:
+        return self.data.get(section, {}).get(key, default)
+
+    def override(self, section: str, **values: Any) -> "Config":
+        """Apply command-line flags; a flag left at None keeps the file's value."""
+        sec = self.section(section)
+        for k, v in values.items():
+            if v is not None:
+                sec[k] = v
+        return self
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(_drop_none(self.data))
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, self.to_toml())
+
+
+def _drop_none(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [_drop_none(v) for v in obj if v is not None]
+    return obj
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SsrkitError(f"config file {path} does not exist")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SsrkitError(f"{path}: not valid TOML: {e}")
+
+
+def load_config(path: Path | None = None, repo: Path | None = None) -> Config:
+    """Defaults, then the repository's profile, then `path` (or ./ssrkit.toml, or $SSRKIT_CONFIG)."""
+    data = copy.deepcopy(DEFAULTS)
+    sources = ["defaults"]
+    candidates: list[Path] = []
+    if repo is not None and (Path(repo) / CONFIG_NAME).is_file():
+        candidates.append(Path(repo) / CONFIG_NAME)
+    if path is not None:
+        candidates.append(Path(path))
+    elif os.environ.get("SSRKIT_CONFIG"):
+        candidates.append(Path(os.environ["SSRKIT_CONFIG"]))
+    elif Path(CONFIG_NAME).is_file():
+        candidates.append(Path(CONFIG_NAME))
+    for c in candidates:
+        loaded = read_toml(c)
+        unknown = [k for k, v in loaded.items() if isinstance(v, dict) and k not in DEFAULTS and k not in ("run", "pool", "report", "serve", "agent")]
+        if unknown:
+            raise SsrkitError(f"{c}: unknown section(s) {', '.join('[' + u + ']' for u in unknown)}; "
+                              f"known: {', '.join('[' + s + ']' for s in DEFAULTS)}")
+        _merge(data, loaded)
+        sources.append(str(c))
+    return Config(data, sources)

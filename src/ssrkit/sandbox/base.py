@@ -1,0 +1,186 @@
+"""The one interface all execution goes through (SPEC §3).
+
+A sandbox holds a private copy of a repository. Commands run at the repository root with a timeout that
+kills the whole process tree; the tree can be diffed, snapshotted under a name and reset cheaply. The
+sandbox knows nothing about artifacts: callers apply patches and run scripts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import PatchError
+from ..patch import explain_apply_error, git_apply_args
+
+PRISTINE = "pristine"
+
+
+@dataclass
+class ExecResult:
+    """What one command did. `output` is stdout and stderr interleaved, decoded with replacement."""
+
+    exit_code: int
+    output: str
+    seconds: float
+    timed_out: bool = False
+    truncated: bool = False  # output was longer than the limit; head and tail were kept
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass
+class Limits:
+    """Resource limits for every command in a sandbox."""
+
+    memory_mb: int = 4096  # address space (local) / container memory (docker)
+    pids: int = 512  # processes / threads
+    cpus: float = 2.0  # docker CPU quota
+    cpu_seconds: int | None = None  # RLIMIT_CPU per command (local)
+    file_size_mb: int = 1024  # largest file a command may write
+    output_bytes: int = 16 * 1024 * 1024  # output kept per command (head + tail beyond this)
+    network: bool = False
+
+
+@dataclass
+class SandboxOptions:
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)  # extra variables (after sanitizing)
+    setup: str | None = None  # shell command run once after start, before the pristine snapshot
+
+
+class Sandbox(ABC):
+    """A private, resettable copy of one repository."""
+
+    backend: str = "?"
+    #: repository root as commands see it (the cwd of `run`)
+    root: str
+    #: a private scratch directory outside the repository, as commands see it
+    scratch: str
+
+    # -- required of every backend ------------------------------------------------------------------
+    @abstractmethod
+    def run(
+        self,
+        command: str,
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        cwd: str | None = None,
+    ) -> ExecResult:
+        """Run `command` with bash at the repository root (or `cwd`); never raises for the command's failure."""
+
+    @abstractmethod
+    def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        """Write a file; `path` is relative to the root, or absolute under `scratch`."""
+
+    @abstractmethod
+    def read_file(self, path: str) -> bytes:
+        """Read a file (relative to the root, or absolute under `scratch`); FileNotFoundError if absent."""
+
+    @abstractmethod
+    def snapshot(self, name: str) -> None:
+        """Remember the current tree under `name` (overwriting an earlier snapshot of that name)."""
+
+    @abstractmethod
+    def reset(self, name: str = PRISTINE) -> None:
+        """Bring the tree back to snapshot `name` exactly (ignored and generated files included)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release everything: processes, containers, temporary directories. Idempotent."""
+
+    # -- shared helpers built on the primitives ----------------------------------------------------
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def scratch_path(self, name: str) -> str:
+        return f"{self.scratch.rstrip('/')}/{name}"
+
+    def apply_patch(self, diff: str, *, label: str = "diff", reverse: bool = False, timeout: float = 60) -> None:
+        """Apply a unified diff at the root with `git apply`; PatchError names the failing file and hunk."""
+        if not diff.strip():
+            return
+        name = self.scratch_path(f"patch-{uuid.uuid4().hex[:8]}.diff")
+        self.write_file(name, diff if diff.endswith("\n") else diff + "\n")
+        cmd = " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(name)
+        res = self.run(cmd, timeout=timeout)
+        self.run(f"rm -f {shlex.quote(name)}", timeout=30)
+        if not res.ok:
+            raise PatchError(explain_apply_error(res.output, label))
+
+    def diff(self, *, timeout: float = 120) -> str:
+        """The working tree's changes against HEAD as a `git diff`, new files included, binary-safe."""
+        cmd = "git add -A -N . >/dev/null 2>&1; git -c core.quotepath=false diff --no-color --no-ext-diff --binary HEAD"
+        res = self.run(cmd, timeout=timeout, env={"GIT_OPTIONAL_LOCKS": "0"})
+        if not res.ok:
+            raise PatchError(f"could not compute the sandbox diff: {res.output.strip()[:300]}")
+        # intent-to-add entries must not linger in the index
+        self.run("git reset -q >/dev/null 2>&1 || true", timeout=timeout)
+        return res.output
+
+    def fresh_history(self, *, message: str = "Initial commit", timeout: float = 120) -> None:
+        """Replace the git history by one commit of the current tree (the solver must not see the past)."""
+        cmd = (
+            "rm -rf .git && git init -q && git add -A . && "
+            "git -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
+            f"commit -q --no-verify -m {shlex.quote(message)}"
+        )
+        res = self.run(cmd, timeout=timeout)
+        if not res.ok:
+            raise PatchError(f"could not create a fresh git history: {res.output.strip()[:300]}")
+
+
+# -- environment sanitizing -------------------------------------------------------------------------
+
+_SECRET = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE|CERT_PASS)", re.I
+)
+_SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
+                    "GITHUB_", "GH_", "GITLAB_", "WANDB_", "SSH_", "GPG_", "DOCKER_", "KUBE", "NPM_",
+                    "PYPI_", "TWINE_", "VLLM_API", "SSRKIT_API")
+_KEEP = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH",
+         "PYTHONHOME", "LD_LIBRARY_PATH", "JAVA_HOME", "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME")
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return bool(_SECRET.search(upper)) or upper.startswith(_SECRET_PREFIXES)
+
+
+def sanitized_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The user's toolchain without their secrets: PATH, locale and virtualenv survive; keys do not."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if (k in _KEEP or k.startswith("LC_")) and not is_secret_name(k)}
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.setdefault("LANG", "C.UTF-8")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env["PIP_NO_INPUT"] = "1"
+    for k, v in (extra or {}).items():
+        if is_secret_name(k):
+            continue  # a secret never reaches a sandbox, even when asked for explicitly
+        env[k] = v
+    return env
+
+
+def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
+    """Keep the head and tail of an over-long output, with a marker saying how much was cut."""
+    if len(data) <= limit:
+        return data, False
+    half = limit // 2
+    cut = len(data) - 2 * half
+    marker = f"\n[... {cut} bytes of output cut by ssrkit ...]\n".encode()
+    return data[:half] + marker + data[-half:], True
