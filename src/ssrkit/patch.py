@@ -280,3 +280,16 @@ def git_apply_args(reverse: bool = False, check: bool = False) -> list[str]:
     if check:
         args.append("--check")
     return args
+
+
+def split_by_file(diff: str, label: str = "diff") -> dict[str, str]:
+    """One sub-diff per changed file (keyed by the file's path), each applicable on its own."""
+    out: dict[str, str] = {}
+    try:
+        patchset = PatchSet(diff)
+    except UnidiffParseError as e:
+        raise PatchError(f"{label} is not a valid unified diff: {e}") from None
+    for pf, change in zip(patchset, parse(diff, label)):
+        text = str(pf)
+        out[change.path] = text if text.endswith("\n") else text + "\n"
+    return out

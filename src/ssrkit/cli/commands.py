@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from . import show, validate
 from .main import app
 
-# Commands are registered here as they land, e.g.:
-# app.command("validate")(validate.validate)
+app.command("validate", epilog=validate.EPILOG)(validate.validate)
+app.command("show", epilog=show.EPILOG)(show.show)

@@ -1,0 +1,86 @@
+"""Helpers shared by the CLI modules: options, config, sources, rendering."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+
+from ..artifact import Artifact
+from ..config import Config, load_config
+from ..errors import SsrkitError
+from ..sandbox import Limits, SandboxOptions
+from ..source import RepoSource
+
+console = Console()
+err_console = Console(stderr=True)
+
+# -- option declarations reused by several commands ------------------------------------------------
+RepoOpt = typer.Option(None, "--repo", help="Local repository for artifacts without artifact.toml.",
+                       rich_help_panel="Repository")
+ImageOpt = typer.Option(None, "--image", help="Docker image holding the repository (instead of --repo).",
+                        rich_help_panel="Repository")
+WorkdirOpt = typer.Option(None, "--workdir", help="Repository root inside --image (default /testbed).",
+                          rich_help_panel="Repository")
+BackendOpt = typer.Option(None, "--backend", help="Sandbox backend: auto, local or docker.",
+                          rich_help_panel="Sandbox")
+ConfigOpt = typer.Option(None, "--config", "-c", help="ssrkit.toml to read (default ./ssrkit.toml).",
+                         rich_help_panel="Configuration")
+JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
+JobsOpt = typer.Option(None, "--jobs", "-j", min=1, help="Parallel runs.")
+
+
+def config_for(config: Optional[Path], repo: Optional[Path]) -> Config:
+    return load_config(config, repo)
+
+
+def explicit_source(repo: Optional[Path], image: Optional[str], workdir: Optional[str]) -> RepoSource | None:
+    if repo and image:
+        raise SsrkitError("give either --repo or --image, not both")
+    if repo:
+        return RepoSource.local(repo)
+    if image:
+        return RepoSource.from_image(image, workdir or "/testbed")
+    return None
+
+
+def source_for(artifact: Artifact, explicit: RepoSource | None) -> RepoSource:
+    """The flags win; otherwise the repository recorded in artifact.toml."""
+    if explicit is not None:
+        return explicit
+    meta = artifact.metadata
+    if meta.repo is None:
+        raise SsrkitError(f"{artifact.path}: no repository recorded (no artifact.toml [repo]); "
+                          f"pass --repo PATH or --image NAME")
+    if meta.repo.kind == "local" and not Path(meta.repo.path).is_dir():
+        raise SsrkitError(f"{artifact.path}: its repository {meta.repo.path} does not exist; pass --repo PATH")
+    return meta.repo
+
+
+def sandbox_options(cfg: Config) -> SandboxOptions:
+    sec = cfg.section("sandbox")
+    limits = Limits(
+        memory_mb=int(sec.get("memory_mb", 4096)),
+        pids=int(sec.get("pids", 512)),
+        cpus=float(sec.get("cpus", 2.0)),
+        file_size_mb=int(sec.get("file_size_mb", 1024)),
+    )
+    env = {str(k): str(v) for k, v in (sec.get("env") or {}).items()}
+    return SandboxOptions(limits=limits, env=env, setup=sec.get("setup") or None)
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+STATUS_STYLE = {
+    "passed": "[green]✔ passed[/]",
+    "failed": "[bold red]✘ failed[/]",
+    "warning": "[yellow]! warning[/]",
+    "skipped": "[dim]- skipped[/]",
+}

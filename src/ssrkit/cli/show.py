@@ -1,0 +1,90 @@
+"""`ssrkit show`: an artifact for a person — metadata, both diffs, the tests, the last verdicts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from ..artifact import Artifact
+from .common import STATUS_STYLE, console, print_json
+
+EPILOG = """
+[bold]Examples[/]
+
+  [cyan]ssrkit show examples/artifacts/textkit/valid-slugify-separator[/]
+  [cyan]ssrkit show runs/r1/artifacts/3f2a9c1d0b7e4a55 --no-diffs[/]
+"""
+
+
+def show(
+    artifact: Path = typer.Argument(..., help="An artifact directory.", show_default=False),
+    diffs: bool = typer.Option(True, "--diffs/--no-diffs", help="Show the two diffs."),
+    script: bool = typer.Option(False, "--script", help="Also show test_script.sh and test_parser.py."),
+    as_json: bool = typer.Option(False, "--json", help="Print metadata and verdicts as JSON."),
+) -> None:
+    """Print an artifact: metadata, the bug and weakening diffs (highlighted), test files, last verdicts."""
+    art = Artifact(artifact)
+    meta = art.metadata
+    validation = art.validation
+    reward = art.reward
+    if as_json:
+        print_json({"artifact": str(art.path), "metadata": meta.to_dict() if art.has_metadata else None,
+                    "test_files": art.test_files, "validation": validation, "reward": reward,
+                    "attempts": [p.name for p in art.attempt_dirs()]})
+        return
+
+    info = Table.grid(padding=(0, 2))
+    info.add_column(style="bold")
+    info.add_column()
+    info.add_row("id", art.id)
+    if art.has_metadata:
+        info.add_row("repository", escape(meta.repo.label) if meta.repo else "-")
+        info.add_row("base commit", meta.base_commit or "-")
+        info.add_row("strategy", meta.strategy)
+        info.add_row("order", str(meta.order) + (f" (parent {meta.parent})" if meta.parent else ""))
+        info.add_row("created", meta.created or "-")
+        if meta.injector:
+            info.add_row("injector", escape(", ".join(f"{k}={v}" for k, v in meta.injector.items())))
+    else:
+        info.add_row("metadata", "[dim]no artifact.toml (hand-written: validate with --repo PATH)[/]")
+    info.add_row("test files", escape("\n".join(art.test_files)) or "[red]none[/]")
+    console.print(Panel(info, title=f"[bold]{escape(str(art.path))}[/]", title_align="left"))
+
+    if diffs:
+        for name, text in (("bug_inject.diff", art.bug_diff), ("test_weaken.diff", art.weaken_diff)):
+            body = Syntax(text, "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
+            console.print(Panel(body, title=name, title_align="left"))
+    if script:
+        console.print(Panel(Syntax(art.test_script, "bash", theme="ansi_dark"), title="test_script.sh", title_align="left"))
+        console.print(Panel(Syntax(art.test_parser, "python", theme="ansi_dark"), title="test_parser.py", title_align="left"))
+
+    if validation:
+        table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
+                      f" ({validation.get('created', '?')})", title_justify="left")
+        table.add_column("check", style="bold")
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("message", overflow="fold")
+        for c in validation.get("checks", []):
+            table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), escape(c["message"]))
+        console.print(table)
+        if validation.get("valid"):
+            console.print(f"FAIL_TO_PASS ({len(validation['fail_to_pass'])}): "
+                          + escape(", ".join(validation["fail_to_pass"][:10]))
+                          + (" …" if len(validation["fail_to_pass"]) > 10 else ""))
+    else:
+        console.print("[dim]not validated yet: run `ssrkit validate` on it[/]")
+    attempts = art.attempt_dirs()
+    if attempts:
+        passed = 0
+        for d in attempts:
+            ev = art.read_json(f"attempts/{d.name}/eval.json") or {}
+            passed += bool(ev.get("passed"))
+        console.print(f"attempts: {len(attempts)}, solved: {passed}")
+    if reward:
+        console.print(f"reward: solve rate {reward.get('solve_rate')}, injector reward {reward.get('injector_reward')}")

@@ -1,0 +1,132 @@
+"""`ssrkit validate`: run every consistency check on bug artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..artifact import Artifact, find_artifacts
+from ..validate import Settings, Validator, validate_all
+from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt,
+                     config_for, console, explicit_source, print_json, sandbox_options, source_for)
+
+EPILOG = """
+[bold]Examples[/]
+
+  Validate one hand-written artifact against a local repository:
+  [cyan]ssrkit validate examples/artifacts/textkit/valid-slugify-separator --repo build/repos/textkit[/]
+
+  Validate a whole directory of generated artifacts (their artifact.toml names the repository), 2 at a time:
+  [cyan]ssrkit validate runs/r1/artifacts/ --jobs 2[/]
+
+  Stricter settings, machine-readable output:
+  [cyan]ssrkit validate art/ --flaky-runs 2 --min-passing-tests 10 --total-break error --json | jq '.[].valid'[/]
+
+Exit code: 0 when every artifact is valid, 1 when any is invalid, 2 on usage or environment errors.
+Each artifact gets validation.json and logs/ (raw test logs of every run).
+"""
+
+
+def validate(
+    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
+                                           show_default=False),
+    repo: Optional[Path] = RepoOpt,
+    image: Optional[str] = ImageOpt,
+    workdir: Optional[str] = WorkdirOpt,
+    backend: Optional[str] = BackendOpt,
+    jobs: Optional[int] = JobsOpt,
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default 90)."),
+    flaky_runs: Optional[int] = typer.Option(None, "--flaky-runs", min=0,
+                                             help="Repeat the original run K more times; reject changing statuses."),
+    min_passing_tests: Optional[int] = typer.Option(None, "--min-passing-tests", min=1,
+                                                    rich_help_panel="Thresholds"),
+    min_failing_tests: Optional[int] = typer.Option(None, "--min-failing-tests", min=1,
+                                                    rich_help_panel="Thresholds"),
+    min_changed_files: Optional[int] = typer.Option(None, "--min-changed-files", min=1,
+                                                    rich_help_panel="Thresholds"),
+    total_break: Optional[str] = typer.Option(None, "--total-break",
+                                              help="A bug failing every test is a 'warning' or an 'error'.",
+                                              rich_help_panel="Thresholds"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Re-run the original code even if cached."),
+    redo: bool = typer.Option(False, "--redo", help="Re-validate artifacts whose validation.json is up to date."),
+    details: bool = typer.Option(False, "--details", help="One table per artifact, even for many artifacts."),
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Check that bug artifacts are consistent: the bug breaks tests, the weakening hides it, every file counts.
+
+    Static checks (files, diffs_parse, test_files_exist, weaken_scope, bug_scope, applies) run first; then the tests run in a sandbox (parser, original_passes, bug_breaks, weaken_hides, inverse_mutation). A check runs only if those it depends on passed, so the first failure is the one to fix.
+    """
+    found = find_artifacts(artifacts)
+    explicit = explicit_source(repo, image, workdir)
+    items = [(a, source_for(a, explicit)) for a in found]
+    cfg = config_for(config, Path(items[0][1].path) if items and items[0][1].kind == "local" else None)
+    cfg.override("validate", timeout=timeout, flaky_runs=flaky_runs, min_passing_tests=min_passing_tests,
+                 min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
+                 total_break=total_break, jobs=jobs)
+    if no_cache:
+        cfg.override("validate", cache=False)
+    settings = Settings.from_section(cfg.section("validate"))
+    validator = Validator(settings, backend=backend or cfg.get("sandbox", "backend", "auto"),
+                          options=sandbox_options(cfg))
+
+    if as_json or len(items) == 1:
+        results = validate_all(items, validator, redo=redo or no_cache)
+    else:
+        with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console, transient=True) as progress:
+            task = progress.add_task("", total=len(items))
+
+            def done(art: Artifact, result: dict[str, Any], reused: bool) -> None:
+                progress.update(task, advance=1, description=escape(art.name))
+
+            results = validate_all(items, validator, redo=redo or no_cache, on_done=done)
+
+    if as_json:
+        print_json(results)
+    elif len(results) == 1 or details:
+        for r in results:
+            render_checks(r)
+    else:
+        render_summary(results)
+    raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
+
+
+def render_checks(result: dict[str, Any]) -> None:
+    table = Table(title=f"[bold]{escape(result['artifact'])}[/]", title_justify="left", expand=False)
+    table.add_column("check", style="bold")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    table.add_column("time", justify="right", no_wrap=True)
+    for c in result["checks"]:
+        secs = f"{c['seconds']:.2f}s" if c["seconds"] else ""
+        table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), escape(c["message"]), secs)
+    console.print(table)
+    if result["valid"]:
+        console.print(f"[green bold]valid[/]  FAIL_TO_PASS: {len(result['fail_to_pass'])}  "
+                      f"PASS_TO_PASS: {len(result['pass_to_pass'])}  ({result['seconds']:.1f}s)")
+    else:
+        first = next(c for c in result["checks"] if c["status"] == "failed")
+        console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {escape(first['message'])}")
+
+
+def render_summary(results: list[dict[str, Any]]) -> None:
+    table = Table(title="validation", title_justify="left")
+    table.add_column("artifact", overflow="fold")
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("first failing check / notes", overflow="fold")
+    table.add_column("F2P", justify="right")
+    table.add_column("time", justify="right")
+    for r in results:
+        first = next((c for c in r["checks"] if c["status"] == "failed"), None)
+        note = f"[bold]{first['name']}[/]: {escape(first['message'])}" if first else ", ".join(r.get("warnings", []))
+        table.add_row(escape(r["artifact"]), "[green]valid[/]" if r["valid"] else "[red]invalid[/]", note,
+                      str(len(r["fail_to_pass"])), f"{r['seconds']:.1f}s")
+    console.print(table)
+    n_valid = sum(r["valid"] for r in results)
+    console.print(f"{n_valid}/{len(results)} valid")

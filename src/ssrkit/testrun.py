@@ -1,0 +1,134 @@
+"""Run an artifact's tests in a sandbox state and turn the log into test statuses.
+
+`test_script.sh` runs at the repository root with a timeout; its log is piped into `test_parser.py`, whose
+stdout must be one JSON object mapping test id → status. Both scripts are written to the sandbox's scratch
+directory just before use, so nothing the tests do can replace them. Parsing is strict: duplicate keys and
+unknown statuses are errors a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .sandbox.base import Sandbox
+
+PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
+STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
+PARSER_TIMEOUT = 60.0
+
+
+class ParseError(ValueError):
+    """The parser's output is not one JSON object of test id → allowed status."""
+
+
+@dataclass
+class TestRun:
+    """One execution of test_script.sh + test_parser.py."""
+
+    log: str
+    exit_code: int
+    seconds: float
+    timed_out: bool
+    truncated: bool
+    statuses: dict[str, str] = field(default_factory=dict)
+    parse_error: str | None = None
+    parser_output: str = ""
+
+    @property
+    def passed(self) -> set[str]:
+        return {t for t, s in self.statuses.items() if s == PASSED}
+
+    def summary(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for s in self.statuses.values():
+            counts[s] = counts.get(s, 0) + 1
+        return {
+            "exit_code": self.exit_code,
+            "seconds": round(self.seconds, 3),
+            "timed_out": self.timed_out,
+            "log_truncated": self.truncated,
+            "parse_error": self.parse_error,
+            "counts": counts,
+            "statuses": self.statuses,
+        }
+
+    @classmethod
+    def from_summary(cls, data: dict[str, Any], log: str = "") -> "TestRun":
+        return cls(
+            log=log,
+            exit_code=int(data.get("exit_code", -1)),
+            seconds=float(data.get("seconds", 0.0)),
+            timed_out=bool(data.get("timed_out", False)),
+            truncated=bool(data.get("log_truncated", False)),
+            statuses=dict(data.get("statuses", {})),
+            parse_error=data.get("parse_error"),
+        )
+
+
+def parse_statuses(text: str) -> dict[str, str]:
+    """Strictly decode the parser's stdout. Raises ParseError with a message saying what to fix."""
+    stripped = text.strip()
+    if not stripped:
+        raise ParseError("test_parser.py printed nothing; it must print one JSON object {test id: status}")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in seen:
+                raise ParseError(f"test_parser.py printed the test id {k!r} twice; test ids must be unique")
+            seen[k] = v
+        return seen
+
+    try:
+        data = json.loads(stripped, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as e:
+        preview = " ".join(stripped.split())[:120]
+        raise ParseError(f"test_parser.py did not print valid JSON ({e.msg} at char {e.pos}); "
+                         f"it printed: {preview!r}") from None
+    if not isinstance(data, dict):
+        raise ParseError(f"test_parser.py printed a JSON {type(data).__name__}, not an object {{test id: status}}")
+    out: dict[str, str] = {}
+    for k, v in data.items():
+        if not isinstance(v, str) or v.strip().lower() not in STATUSES:
+            raise ParseError(f"test {k!r} has status {v!r}; allowed: {', '.join(STATUSES)}")
+        out[k] = v.strip().lower()
+    return out
+
+
+def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT) -> tuple[dict[str, str] | None, str | None, str]:
+    """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout)."""
+    path = sandbox.scratch_path("test_parser.py")
+    err = sandbox.scratch_path("test_parser.err")
+    sandbox.write_file(path, parser)
+    res = sandbox.run(f"python3 {path} 2>{err}", timeout=timeout, stdin=log.encode("utf-8", "replace"))
+    if res.timed_out:
+        return None, f"test_parser.py did not finish within {timeout:.0f}s", res.output
+    if res.exit_code != 0:
+        try:
+            stderr = sandbox.read_file(err).decode("utf-8", "replace").strip().splitlines()
+        except FileNotFoundError:
+            stderr = []
+        last = stderr[-1] if stderr else "no error output"
+        return None, f"test_parser.py exited with code {res.exit_code}: {last}", res.output
+    try:
+        return parse_statuses(res.output), None, res.output
+    except ParseError as e:
+        return None, str(e), res.output
+
+
+def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float) -> TestRun:
+    """Run the test script in the sandbox's current state, then parse its log."""
+    script = sandbox.scratch_path("test_script.sh")
+    sandbox.write_file(script, test_script, mode=0o755)
+    res = sandbox.run(f"bash {script}", timeout=timeout)
+    run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
+                  truncated=res.truncated)
+    statuses, error, raw = run_parser(sandbox, test_parser, res.output)
+    run.parser_output = raw
+    if statuses is not None:
+        run.statuses = statuses
+    else:
+        run.parse_error = error
+    return run

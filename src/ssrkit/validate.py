@@ -1,0 +1,599 @@
+"""Consistency validation of bug artifacts (SPEC §2).
+
+Each check is a small named function over one `_Context`. Static checks read files only; execution checks
+run the artifact's tests in a sandbox. A check runs only when the checks it needs passed, so the first
+failure is the one reported and nothing is executed on an artifact that cannot be applied.
+
+The original-code run depends only on (repository state, test_script.sh, test_parser.py), so it is cached on
+disk and shared by every artifact with the same triple.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterator
+
+from . import __version__
+from . import patch as patches
+from .artifact import (BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+                       ALIASES, Artifact, now_iso)
+from .config import DEFAULT_TEST_PATTERNS
+from .errors import PatchError, SsrkitError
+from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
+from .source import RepoSource
+from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+
+PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
+
+STATIC_CHECKS = ("files", "diffs_parse", "test_files_exist", "weaken_scope", "bug_scope", "applies")
+EXECUTION_CHECKS = ("parser", "original_passes", "bug_breaks", "weaken_hides", "inverse_mutation")
+CHECK_NAMES = STATIC_CHECKS + EXECUTION_CHECKS
+
+
+@dataclass
+class Settings:
+    """Thresholds and budgets (the `[validate]` config section)."""
+
+    timeout: float = 90.0
+    min_passing_tests: int = 5
+    min_failing_tests: int = 1
+    min_changed_files: int = 1
+    total_break: str = "warning"  # "warning" or "error"
+    flaky_runs: int = 0
+    jobs: int = 1
+    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
+    cache: bool = True
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any]) -> "Settings":
+        known = {f for f in cls.__dataclass_fields__}
+        s = cls(**{k: v for k, v in section.items() if k in known})
+        if s.total_break not in ("warning", "error"):
+            raise SsrkitError(f"validate.total_break must be 'warning' or 'error', not {s.total_break!r}")
+        if s.timeout <= 0:
+            raise SsrkitError("the test timeout must be positive")
+        if s.jobs < 1:
+            raise SsrkitError("--jobs must be at least 1")
+        return s
+
+    def key(self) -> str:
+        d = asdict(self)
+        d.pop("jobs")
+        d.pop("cache")
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    message: str
+    seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """What `validation.json` holds (one element of `ssrkit validate --json`)."""
+
+    artifact: str
+    valid: bool
+    checks: list[Check]
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    warnings: list[str] = field(default_factory=list)
+    runs: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = field(default_factory=dict)
+    content_id: str = ""
+    settings_key: str = ""
+    seconds: float = 0.0
+    created: str = ""
+    ssrkit_version: str = __version__
+    #: raw logs of the runs, written to logs/ rather than into validation.json
+    logs: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("logs")
+        d["checks"] = [asdict(c) | {"seconds": round(c.seconds, 3)} for c in self.checks]
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+    @property
+    def first_failure(self) -> Check | None:
+        return next((c for c in self.checks if c.status == FAIL), None)
+
+
+# -- test-like files -------------------------------------------------------------------------------
+
+def is_test_like(path: str, patterns: list[str]) -> bool:
+    """True when `path` looks like a test file: a pattern ending in '/' matches any directory of that name."""
+    p = PurePosixPath(path)
+    for pat in patterns:
+        if pat.endswith("/"):
+            if pat.rstrip("/") in p.parts[:-1]:
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatch(path, pat):
+                return True
+        elif fnmatch.fnmatch(p.name, pat):
+            return True
+    return False
+
+
+# -- the original-run cache ------------------------------------------------------------------------
+
+def cache_dir() -> Path:
+    base = os.environ.get("SSRKIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ssrkit")
+    return Path(base) / "original-runs"
+
+
+class OriginalRunCache:
+    """Original-code runs keyed by (repository state, test script, parser, timeout); in memory and on disk."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._mem: dict[str, dict[str, Any]] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(fingerprint: str, script: str, parser: str, timeout: float) -> str:
+        h = hashlib.sha256()
+        for part in (fingerprint, script, parser, f"{timeout:g}", __version__):
+            h.update(part.encode("utf-8", "replace") + b"\0")
+        return h.hexdigest()[:32]
+
+    @contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Artifacts sharing a key wait for the first one's run instead of repeating it."""
+        with self._guard:
+            lk = self._locks.setdefault(key, threading.Lock())
+        with lk:
+            yield
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        if key in self._mem:
+            self.hits += 1
+            return self._mem[key]
+        p = cache_dir() / f"{key}.json"
+        if p.is_file():
+            try:
+                entry = read_json(p)
+                entry["log"] = (cache_dir() / f"{key}.log").read_text(encoding="utf-8")
+            except (OSError, ValueError):
+                return None
+            self._mem[key] = entry
+            self.hits += 1
+            return entry
+        return None
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        self.misses += 1
+        if not self.enabled:
+            return
+        self._mem[key] = entry
+        try:
+            d = cache_dir()
+            d.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(d / f"{key}.log", entry["log"])
+            atomic_write_json(d / f"{key}.json", {k: v for k, v in entry.items() if k != "log"})
+        except OSError:
+            pass  # the cache is an optimization; a read-only home must not fail validation
+
+
+# -- one validation --------------------------------------------------------------------------------
+
+class _Context:
+    """Everything the checks share for one artifact: files, parsed diffs, sandboxes and runs."""
+
+    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator"):
+        self.artifact = artifact
+        self.source = source
+        self.settings = settings
+        self.engine = engine
+        self.texts = artifact.core_texts()
+        self.bug_files: list[str] = []
+        self.bug_changes: list[patches.FileChange] = []
+        self.weaken_files: list[str] = []
+        self.test_files = artifact.test_files
+        self.runs: dict[str, TestRun] = {}
+        self.fail_to_pass: list[str] = []
+        self.pass_to_pass: list[str] = []
+        self.warnings: list[str] = []
+        self._stack = ExitStack()
+        self._sandbox: Sandbox | None = None
+
+    # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = self._stack.enter_context(self.engine.open(self.source))
+        return self._sandbox
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def repo_has(self, path: str) -> bool:
+        if self.source.kind == "local":
+            return (Path(self.source.path) / path).exists()
+        res = self.sandbox().run(f"test -e {_shq(path)}", timeout=30)
+        return res.exit_code == 0
+
+    def test_run(self, sandbox: Sandbox, name: str, diffs: list[tuple[str, str]]) -> TestRun:
+        """Reset, apply `diffs` in order, run the tests; record the run under `name`."""
+        sandbox.reset(PRISTINE)
+        for label, diff in diffs:
+            sandbox.apply_patch(diff, label=label)
+        with self.engine.slot():
+            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout)
+        self.runs[name] = run
+        return run
+
+
+def _shq(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+CheckFn = Callable[[_Context], tuple[str, str]]
+
+
+def check_files(ctx: _Context) -> tuple[str, str]:
+    problems = []
+    for name in CORE_FILES:
+        p = ctx.artifact.file(name)
+        aliases = ALIASES.get(name, ())
+        also = f" (or {', '.join(aliases)})" if aliases else ""
+        if p is None:
+            problems.append(f"{name}{also} is missing")
+        elif not ctx.texts[name].strip():
+            problems.append(f"{name} is empty")
+    if problems:
+        return FAIL, "; ".join(problems) + ". Every artifact needs the five files, none empty."
+    return PASS, "all five files present"
+
+
+def check_diffs_parse(ctx: _Context) -> tuple[str, str]:
+    try:
+        ctx.bug_files = patches.check_paths(ctx.texts[BUG_DIFF], BUG_DIFF)
+        ctx.bug_changes = patches.parse(ctx.texts[BUG_DIFF], BUG_DIFF)
+        ctx.weaken_files = patches.check_paths(ctx.texts[WEAKEN_DIFF], WEAKEN_DIFF)
+    except PatchError as e:
+        return FAIL, str(e)
+    if not ctx.bug_changes:
+        return FAIL, f"{BUG_DIFF} changes no file"
+    if not ctx.weaken_files:
+        return FAIL, f"{WEAKEN_DIFF} changes no file"
+    return PASS, f"bug changes {len(ctx.bug_changes)} file(s), weakening changes {len(ctx.weaken_files)}"
+
+
+def check_test_files_exist(ctx: _Context) -> tuple[str, str]:
+    files = ctx.test_files
+    if not files:
+        return FAIL, f"{TEST_FILES} lists no test file"
+    dups = sorted({f for f in files if files.count(f) > 1})
+    if dups:
+        return FAIL, f"{TEST_FILES} lists {', '.join(dups)} more than once"
+    for f in files:
+        reason = patches.unsafe_path_reason(f)
+        if reason:
+            return FAIL, f"{TEST_FILES} lists {f!r}: {reason}"
+    missing = [f for f in files if not ctx.repo_has(f)]
+    if missing:
+        return FAIL, (f"{TEST_FILES} lists {', '.join(missing)}, not in the original repository "
+                      f"({ctx.source.label}); list repository-relative paths of existing test files")
+    return PASS, f"{len(files)} test file(s) listed"
+
+
+def check_weaken_scope(ctx: _Context) -> tuple[str, str]:
+    listed = set(ctx.test_files)
+    outside = [f for f in ctx.weaken_files if f not in listed]
+    if outside:
+        return FAIL, (f"{WEAKEN_DIFF} changes {', '.join(outside)}, not listed in {TEST_FILES}; "
+                      f"add them to {TEST_FILES} or drop those hunks")
+    return PASS, "weakening touches only listed test files"
+
+
+def check_bug_scope(ctx: _Context) -> tuple[str, str]:
+    listed = set(ctx.test_files)
+    bad = [f for f in ctx.bug_files if f in listed or is_test_like(f, ctx.settings.test_patterns)]
+    if bad:
+        return FAIL, (f"{BUG_DIFF} changes test file(s) {', '.join(bad)}; the bug must touch code only "
+                      f"(move test changes to {WEAKEN_DIFF})")
+    n = len(ctx.bug_changes)
+    if n < ctx.settings.min_changed_files:
+        return FAIL, f"{BUG_DIFF} changes {n} file(s); at least {ctx.settings.min_changed_files} required"
+    return PASS, f"bug touches code only ({n} file(s))"
+
+
+def check_applies(ctx: _Context) -> tuple[str, str]:
+    sb = ctx.sandbox()
+    sb.reset(PRISTINE)
+    try:
+        sb.apply_patch(ctx.texts[BUG_DIFF], label=BUG_DIFF)
+    except PatchError as e:
+        return FAIL, f"{e} (applied to the original repository {ctx.source.label})"
+    try:
+        sb.apply_patch(ctx.texts[WEAKEN_DIFF], label=WEAKEN_DIFF)
+    except PatchError as e:
+        return FAIL, f"{e} (applied on top of {BUG_DIFF})"
+    return PASS, "both diffs apply"
+
+
+def check_parser(ctx: _Context) -> tuple[str, str]:
+    engine = ctx.engine
+    fp = engine.fingerprint(ctx.source)
+    key = OriginalRunCache.key(fp, ctx.texts[TEST_SCRIPT], ctx.texts[TEST_PARSER], ctx.settings.timeout)
+    with engine.cache.lock(key):
+        entry = engine.cache.get(key)
+        if entry is None:
+            sb = ctx.sandbox()
+            run = ctx.test_run(sb, "original", [])
+            status, message = _judge_parser(ctx, sb, run)
+            entry = {"run": run.summary(), "log": run.log, "parser": [status, message]}
+            engine.cache.put(key, entry)
+        else:
+            ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
+            ctx.warnings.append("original run taken from the cache")
+    status, message = entry["parser"]
+    return status, message
+
+
+def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
+    if run.timed_out:
+        return FAIL, (f"{TEST_SCRIPT} did not finish within {ctx.settings.timeout:g}s on the original code; "
+                      f"select fewer tests or raise --timeout")
+    if run.parse_error:
+        return FAIL, f"on the original run's log: {run.parse_error}"
+    if not run.statuses:
+        return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}); "
+                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see logs/original.log")
+    again, error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log)
+    if error or again != run.statuses:
+        return FAIL, "test_parser.py gave a different result when run twice on the same log; it must be deterministic"
+    return PASS, f"{len(run.statuses)} test(s) parsed"
+
+
+def check_original_passes(ctx: _Context) -> tuple[str, str]:
+    run = ctx.runs["original"]
+    bad = sorted(t for t, s in run.statuses.items() if s != PASSED)
+    if bad:
+        shown = ", ".join(f"{t} ({run.statuses[t]})" for t in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        return FAIL, (f"{len(bad)} test(s) do not pass on the original code: {shown}{more}; "
+                      f"deselect them in {TEST_SCRIPT} (flaky or environment-dependent tests do not belong)")
+    n = len(run.statuses)
+    if n < ctx.settings.min_passing_tests:
+        return FAIL, (f"only {n} test(s) pass on the original code; at least {ctx.settings.min_passing_tests} "
+                      f"required — select more test files in {TEST_SCRIPT}")
+    for i in range(ctx.settings.flaky_runs):
+        again = ctx.test_run(ctx.sandbox(), f"original-{i + 2}", [])
+        if again.statuses != run.statuses:
+            changed = sorted(t for t in set(run.statuses) | set(again.statuses)
+                             if run.statuses.get(t) != again.statuses.get(t))
+            return FAIL, (f"flaky: run {i + 2} of the original code changed the status of {len(changed)} "
+                          f"test(s), e.g. {', '.join(changed[:3])}; exclude them from {TEST_SCRIPT}")
+    extra = f", stable over {ctx.settings.flaky_runs + 1} runs" if ctx.settings.flaky_runs else ""
+    return PASS, f"{n} test(s) pass on the original code{extra}"
+
+
+def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
+    original = ctx.runs["original"].passed
+    run = ctx.test_run(ctx.sandbox(), "bug", [(BUG_DIFF, ctx.texts[BUG_DIFF])])
+    ctx.fail_to_pass = sorted(t for t in original if run.statuses.get(t) != PASSED)
+    ctx.pass_to_pass = sorted(t for t in original if run.statuses.get(t) == PASSED)
+    n = len(ctx.fail_to_pass)
+    timeout_note = f" (the run timed out after {ctx.settings.timeout:g}s)" if run.timed_out else ""
+    if n < ctx.settings.min_failing_tests:
+        return FAIL, (f"the bug makes {n} originally passing test(s) fail; at least "
+                      f"{ctx.settings.min_failing_tests} required — the selected tests do not notice it{timeout_note}")
+    if not ctx.pass_to_pass:
+        msg = (f"total_break: the bug makes every one of the {n} selected tests fail{timeout_note}; usually a "
+               f"syntax or import error rather than a bug (see logs/bug.log)")
+        ctx.warnings.append("total_break")
+        return (FAIL if ctx.settings.total_break == "error" else WARN), msg
+    return PASS, f"{n} test(s) fail with the bug (FAIL_TO_PASS), {len(ctx.pass_to_pass)} still pass{timeout_note}"
+
+
+def check_weaken_hides(ctx: _Context) -> tuple[str, str]:
+    run = ctx.test_run(ctx.sandbox(), "bug+weaken", [(BUG_DIFF, ctx.texts[BUG_DIFF]),
+                                                     (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
+    hidden = [t for t in ctx.fail_to_pass if t not in run.statuses or run.statuses[t] == PASSED]
+    if not hidden:
+        return FAIL, (f"with both diffs applied all {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s) still fail; "
+                      f"{WEAKEN_DIFF} must remove or weaken the tests that reveal the bug")
+    still = [t for t in ctx.fail_to_pass if run.statuses.get(t) == FAILED]
+    extra = f" ({len(still)} still fail)" if still else ""
+    return PASS, f"the weakening hides {len(hidden)} of {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s){extra}"
+
+
+def check_inverse_mutation(ctx: _Context) -> tuple[str, str]:
+    per_file = patches.split_by_file(ctx.texts[BUG_DIFF], BUG_DIFF)
+    if len(per_file) == 1:
+        # restoring the only file gives the original code, where every FAIL_TO_PASS test passes
+        return PASS, "single-file bug: the file contributes by construction"
+    f2p = set(ctx.fail_to_pass)
+    names = list(per_file)
+
+    def restore(i_path: tuple[int, str]) -> tuple[str, bool]:
+        i, path = i_path
+        rest = "".join(d for p, d in per_file.items() if p != path)
+        with ctx.engine.open(ctx.source) as sb:
+            run = ctx.test_run(sb, f"inverse:{path}", [(f"{BUG_DIFF} without {path}", rest)])
+        return path, any(run.statuses.get(t) == PASSED for t in f2p)
+
+    jobs = min(ctx.settings.jobs, len(names))
+    if jobs > 1:
+        with ThreadPoolExecutor(jobs) as pool:
+            results = list(pool.map(restore, enumerate(names)))
+    else:
+        results = [restore(x) for x in enumerate(names)]
+    idle = [p for p, ok in results if not ok]
+    if idle:
+        return FAIL, (f"restoring {', '.join(idle)} alone fixes no FAIL_TO_PASS test: {'that file does' if len(idle) == 1 else 'those files do'} "
+                      f"not contribute to the bug; drop {'it' if len(idle) == 1 else 'them'} from {BUG_DIFF}")
+    return PASS, f"each of the {len(names)} changed files contributes"
+
+
+CHECKS: dict[str, tuple[CheckFn, tuple[str, ...]]] = {
+    "files": (check_files, ()),
+    "diffs_parse": (check_diffs_parse, ("files",)),
+    "test_files_exist": (check_test_files_exist, ("files",)),
+    "weaken_scope": (check_weaken_scope, ("diffs_parse", "test_files_exist")),
+    "bug_scope": (check_bug_scope, ("diffs_parse",)),
+    "applies": (check_applies, ("diffs_parse",)),
+    "parser": (check_parser, STATIC_CHECKS),
+    "original_passes": (check_original_passes, ("parser",)),
+    "bug_breaks": (check_bug_breaks, ("original_passes",)),
+    "weaken_hides": (check_weaken_hides, ("bug_breaks",)),
+    "inverse_mutation": (check_inverse_mutation, ("bug_breaks",)),
+}
+
+
+class Validator:
+    """Validates artifacts; holds what is shared across them (cache, run slots, sandbox settings)."""
+
+    def __init__(self, settings: Settings, *, backend: str = "auto", options: SandboxOptions | None = None):
+        self.settings = settings
+        self.backend = backend
+        self.options = options or SandboxOptions()
+        self.cache = OriginalRunCache(settings.cache)
+        self._slots = threading.BoundedSemaphore(settings.jobs)
+        self._fingerprints: dict[RepoSource, str] = {}
+        self._fp_lock = threading.Lock()
+
+    @contextmanager
+    def slot(self) -> Iterator[None]:
+        """At most `jobs` test runs at once, whatever mix of artifacts and inverse runs asks."""
+        with self._slots:
+            yield
+
+    def open(self, source: RepoSource):
+        return open_sandbox(source, self.backend, self.options)
+
+    def fingerprint(self, source: RepoSource) -> str:
+        from .sandbox.factory import fingerprint
+
+        with self._fp_lock:
+            if source not in self._fingerprints:
+                self._fingerprints[source] = fingerprint(source)
+            return self._fingerprints[source]
+
+    def validate(self, artifact: Artifact, source: RepoSource) -> Report:
+        """Run every check on one artifact; nothing is written (see `write_report`)."""
+        started = time.monotonic()
+        ctx = _Context(artifact, source, self.settings, self)
+        results: dict[str, Check] = {}
+        try:
+            for name, (fn, needs) in CHECKS.items():
+                blocked = [n for n in needs if results[n].status not in (PASS, WARN)]
+                if blocked:
+                    results[name] = Check(name, SKIP, f"not run: {blocked[0]} did not pass")
+                    continue
+                t0 = time.monotonic()
+                try:
+                    status, message = fn(ctx)
+                except PatchError as e:
+                    status, message = FAIL, str(e)
+                results[name] = Check(name, status, message, time.monotonic() - t0)
+        finally:
+            ctx.close()
+        checks = [results[n] for n in CHECK_NAMES]
+        valid = all(c.status in (PASS, WARN) for c in checks)
+        return Report(
+            artifact=str(artifact.path),
+            valid=valid,
+            checks=checks,
+            fail_to_pass=ctx.fail_to_pass if valid else [],
+            pass_to_pass=ctx.pass_to_pass if valid else [],
+            warnings=ctx.warnings,
+            runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
+            source=source.to_dict(),
+            content_id=artifact.content_id(),
+            settings_key=self.settings.key(),
+            seconds=time.monotonic() - started,
+            created=now_iso(),
+            logs={_log_name(name): run.log for name, run in ctx.runs.items()},
+        )
+
+
+def _log_name(run_name: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_name.replace("+", "-"))
+    return f"{LOGS}/{safe}.log"
+
+
+def _run_entry(name: str, run: TestRun) -> dict[str, Any]:
+    return run.summary() | {"log": _log_name(name)}
+
+
+def write_report(artifact: Artifact, report: Report) -> None:
+    """Write the raw logs, then validation.json (last, so its presence means the logs are there)."""
+    for relpath, log in report.logs.items():
+        artifact.write_text(relpath, log)
+    artifact.write_json(VALIDATION, report.to_dict())
+
+
+def validate_all(
+    items: list[tuple[Artifact, RepoSource]],
+    validator: Validator,
+    *,
+    redo: bool = False,
+    write: bool = True,
+    on_done: Callable[[Artifact, dict[str, Any], bool], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Validate many artifacts, `jobs` at a time; reuse an up-to-date validation.json unless `redo`.
+
+    Returns the validation.json objects in the order given. `on_done(artifact, result, reused)` is called
+    as each finishes (progress bars).
+    """
+
+    def one(item: tuple[Artifact, RepoSource]) -> dict[str, Any]:
+        artifact, source = item
+        if not redo:
+            old = previous_report(artifact, validator.settings, source)
+            if old is not None:
+                if on_done:
+                    on_done(artifact, old, True)
+                return old
+        report = validator.validate(artifact, source)
+        if write:
+            write_report(artifact, report)
+        result = report.to_dict()
+        if on_done:
+            on_done(artifact, result, False)
+        return result
+
+    jobs = min(validator.settings.jobs, max(1, len(items)))
+    if jobs == 1:
+        return [one(i) for i in items]
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(one, items))
+
+
+def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) -> dict[str, Any] | None:
+    """A saved validation.json still valid for these files, settings and source (so batch runs skip it)."""
+    try:
+        data = artifact.validation
+    except SsrkitError:
+        return None
+    if not data:
+        return None
+    if (data.get("content_id") != artifact.content_id() or data.get("settings_key") != settings.key()
+            or data.get("source") != source.to_dict()):
+        return None
+    return data
