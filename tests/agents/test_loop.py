@@ -38,6 +38,7 @@ def test_parse_the_four_tools():
     assert c.blocks == [("a\nb", "c")]
     assert parse_tool_call("<tool: submit>\n</tool>").name == "submit"
     assert parse_tool_call("<tool: submit/>").name == "submit"
+    assert parse_tool_call("Let me check. <tool: bash>\npwd\n</tool>").body == "pwd"
     # a stop sequence at </tool> drops the closing tag: still one call
     assert parse_tool_call("<tool: bash>\necho hi\n", "stop").body == "echo hi"
     # a closing tag inside the body (a file about tool tags) does not end the call early
@@ -49,7 +50,7 @@ def test_parse_the_four_tools():
     ("I think I should run ls.", "no tool call"),
     ("<tool: bash>\nls\n</tool>\n<tool: bash>\npwd\n</tool>", "2 tool calls"),
     ("<tool: python>\nprint(1)\n</tool>", "no tool 'python'"),
-    ("Run <tool: bash>ls</tool> now", "alone on its own line"),
+    ("Run <tool: bash>ls</tool> now", "must end its line"),
     ("<tool: edit>\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n</tool>", "needs the file"),
     ('<tool: edit path="f">\n<<<<<<< SEARCH\na\n=======\nb\n</tool>', "REPLACE` is missing"),
     ('<tool: edit path="f">\nreplace a with b\n</tool>', "outside a SEARCH/REPLACE block"),
@@ -124,6 +125,7 @@ def test_tool_errors_are_reported_and_the_run_goes_on(serve, sandbox, tmp_path):
         create("/etc/evil", "x"),
         create(".git/config", "x"),
         edit("missing.py", "a", "b"),
+        create("tests", "x"),
         submit(),
     ])
     traj = run(server, sandbox, tmp_path)
@@ -133,6 +135,7 @@ def test_tool_errors_are_reported_and_the_run_goes_on(serve, sandbox, tmp_path):
     assert "absolute paths are not allowed" in obs[2]
     assert "inside .git" in obs[3]
     assert "missing.py does not exist; use create" in obs[4]
+    assert "cannot read tests: Is a directory" in obs[5]
     assert traj.exit_status == "submitted"
 
 

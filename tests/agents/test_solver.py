@@ -7,12 +7,13 @@ from scripted_server import bash, edit, submit
 from ssrkit.agents import AgentConfig, ModelClient, Trajectory, run_llm_solver, task_from_weaken_diff
 from ssrkit.patch import touched_files
 
-BREAK = ("python - <<'EOF'\n"
-         "import pathlib\n"
-         "p = pathlib.Path('calc.py'); p.write_text(p.read_text().replace('    if x > hi:\\n        return hi\\n', ''))\n"
-         "t = pathlib.Path('tests/test_calc.py')\n"
-         "t.write_text(t.read_text().replace('def test_clamp_high():\\n    assert clamp(50, 0, 10) == 10\\n\\n\\n', ''))\n"
-         "EOF")
+BREAK = """python - <<'EOF'
+import pathlib
+code, tests = pathlib.Path('calc.py'), pathlib.Path('tests/test_calc.py')
+code.write_text(code.read_text().replace('    if x > hi:\\n        return hi\\n', ''))
+tests.write_text(tests.read_text().replace(
+    'def test_clamp_high():\\n    assert clamp(50, 0, 10) == 10\\n\\n\\n', ''))
+EOF"""
 
 
 def prepare(sandbox) -> str:

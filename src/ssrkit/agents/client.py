@@ -161,7 +161,9 @@ class ModelClient:
                 log.warning("%s answered HTTP %s; retry %d/%d in %.1fs", self.public_url, e.status_code,
                             attempt + 1, self.max_retries, delay)
             except openai.APIConnectionError as e:
-                if attempt >= self.max_retries:
+                # a refused connection is usually a typo or a stopped server: say so within seconds
+                limit = min(self.max_retries, 2) if _refused(e) else self.max_retries
+                if attempt >= limit:
                     raise self._explain_connection(e, attempt) from None
                 delay = self._delay(attempt, None)
                 log.warning("%s: %s; retry %d/%d in %.1fs", self.public_url, _cause(e), attempt + 1,
@@ -217,7 +219,7 @@ class ModelClient:
                                   f"(it is not set) (HTTP {code}: {detail})")
             return ModelError(f"the server at {self.public_url} rejected the API key in ${self.api_key_env} "
                               f"(HTTP {code}: {detail})")
-        if code in (404, 405):
+        if code in (404, 405) or (code == 400 and _MODEL_UNKNOWN.search(detail)):
             return self._explain_not_found(url, code, detail)
         if code == 429 or code >= 500 or code == 408:
             return ModelError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
@@ -242,11 +244,10 @@ class ModelClient:
         if isinstance(e, openai.APITimeoutError):
             return ModelError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
                               f"({tries}); is it overloaded, or is the timeout too short?")
-        cause = _cause(e)
-        if re.search(r"refused|connecterror|connect call failed|errno 111|cannot assign", cause, re.I):
+        if _refused(e):
             return ModelError(f"nothing is listening at {self.public_url} ({tries}): start the server "
                               f"(e.g. `vllm serve MODEL --port PORT`) or fix the base URL")
-        return ModelError(f"could not reach {self.public_url} ({tries}): {cause}")
+        return ModelError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
 
 
 # -- response parsing -------------------------------------------------------------------------------
@@ -296,6 +297,14 @@ def _int_list(value: Any) -> list[int] | None:
 
 _CONTEXT = re.compile(r"context length|context window|maximum context|too many tokens|prompt is too long|"
                       r"context_length_exceeded|maximum model length|max_model_len", re.I)
+
+
+_MODEL_UNKNOWN = re.compile(r"model\b.*\b(not found|does not exist|not exist|unknown|invalid)|unknown model|"
+                            r"model_not_found", re.I)
+
+
+def _refused(e: BaseException) -> bool:
+    return bool(re.search(r"refused|connect call failed|errno 111", _cause(e), re.I))
 
 
 def _server_message(e: openai.APIStatusError) -> str:

@@ -4,7 +4,7 @@ Linear and small on purpose: a system and a task message, then repeatedly ask th
 run it in the sandbox, and append its output (plus a one-line budget notice) as a user message. The
 trajectory is the state — it is saved after every step, so a killed run keeps what it did.
 
-A tool call is plain text that any model can write, the tags alone on their lines:
+A tool call is plain text that any model can write, each tag ending its line:
 
     <tool: bash>
     ls -la
@@ -107,8 +107,7 @@ class ToolCall:
     blocks: list[tuple[str, str]] = field(default_factory=list)  # edit: (search, replace) pairs
 
 
-_OPEN = re.compile(r"^[ \t]*<tool:[ \t]*(?P<name>[\w-]+)(?P<attrs>[^>\n]*?)[ \t]*(?P<selfclose>/?)>[ \t]*$",
-                   re.M)
+_OPEN = re.compile(r"<tool:[ \t]*(?P<name>[\w-]+)(?P<attrs>[^>\n]*?)[ \t]*(?P<selfclose>/?)>[ \t]*$", re.M)
 _ATTR = re.compile(r"""(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'>/]+))""")
 _CLOSE = "</tool>"
 
@@ -131,7 +130,7 @@ def parse_tool_call(text: str, finish_reason: str | None = None) -> ToolCall:
                               "Think more briefly and make the call.")
         if "<tool" in text:
             raise FormatError("I could not read your tool call: its opening tag, like `<tool: bash>`, must "
-                              "stand alone on its own line.")
+                              "end its line, with the command or content on the lines below it.")
         raise FormatError("Your reply contains no tool call, so nothing was run.")
     if len(opens) > 1:
         raise FormatError(f"Your reply contains {len(opens)} tool calls; make exactly one per reply and "
@@ -335,14 +334,14 @@ class Agent:
             old = self._read(path)
             if old is None:
                 raise ToolError(f"{path} does not exist; use create to make a new file.")
-            self.sandbox.write_file(path, apply_blocks(old, call.blocks, path))
+            self._write(path, apply_blocks(old, call.blocks, path))
             return f"Edited {path} ({len(call.blocks)} block{'s' if len(call.blocks) > 1 else ''} replaced)."
         content = call.body + ("\n" if call.body and not call.body.endswith("\n") else "")
         existed = self._read(path) is not None
         parent = posixpath.dirname(path)
         if parent and not existed:
             self.sandbox.run(f"mkdir -p -- {shlex.quote(parent)}", timeout=30)
-        self.sandbox.write_file(path, content)
+        self._write(path, content)
         lines = content.count("\n")
         return f"{'Overwrote' if existed else 'Created'} {path} ({lines} line{'s' if lines != 1 else ''})."
 
@@ -379,12 +378,20 @@ class Agent:
     def _read(self, path: str) -> str | None:
         try:
             data = self.sandbox.read_file(path)
-        except (FileNotFoundError, IsADirectoryError):
+        except FileNotFoundError:
             return None
+        except OSError as e:  # a directory, no permission: the model can act on that
+            raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{path} is not UTF-8 text; change it with bash instead.") from None
+
+    def _write(self, path: str, content: str) -> None:
+        try:
+            self.sandbox.write_file(path, content)
+        except OSError as e:
+            raise ToolError(f"cannot write {path}: {e.strerror or e}") from None
 
     # -- budget ----------------------------------------------------------------------------------
     def _observe(self, text: str) -> None:

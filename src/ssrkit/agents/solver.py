@@ -36,8 +36,9 @@ def run_llm_solver(
 ) -> tuple[Trajectory, str]:
     """Run the solver agent; return its trajectory and the fix (`sandbox.diff()` at the end, '' if none).
 
-    `task_text` is the whole task, normally `task_from_weaken_diff(artifact.weaken_diff)`. With `out_dir`, `trajectory.json` is saved there after
-    every step and `fix.diff` at the end. The fix is taken whatever the exit status: grading decides.
+    `task_text` is the whole task, normally `task_from_weaken_diff(artifact.weaken_diff)`. With `out_dir`,
+    `trajectory.json` is saved there after every step and `fix.diff` at the end. The fix is taken whatever
+    the exit status: grading decides.
     """
     config = config or AgentConfig()
     system = solver_system(command_timeout=config.command_timeout, max_turns=config.max_turns)
