@@ -395,8 +395,8 @@ def diff(repo: Path, edits, base: str = "HEAD") -> str:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build(name: str, spec: dict, repo: Path) -> None:
-    out = HERE / name
+def build(name: str, spec: dict, repo: Path, root: Path = HERE) -> None:
+    out = root / name
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -415,17 +415,23 @@ def build(name: str, spec: dict, repo: Path) -> None:
     (out / "bug_inject.diff").write_text(bug)
     (out / "test_weaken.diff").write_text(weaken)
     (out / "test_script.sh").write_text(script)
+    (out / "test_script.sh").chmod(0o755)
     (out / "test_files.txt").write_text("".join(f + "\n" for f in files))
     if spec["parser"] is not None:
         (out / "test_parser.py").write_text(spec["parser"])
 
 
-def main() -> None:
-    names = sys.argv[1:] or list(ARTIFACTS)
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("names", nargs="*", help="artifacts to rebuild (default: all)")
+    parser.add_argument("--out", type=Path, default=HERE, help="write here instead of next to this script")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ssr-repos-") as tmp:
         repos = {p.name: p for p in materialize(ROOT / "examples" / "repos", Path(tmp))}
-        for name in names:
-            build(name, ARTIFACTS[name], repos[name.split("/")[0]])
+        for name in args.names or list(ARTIFACTS):
+            build(name, ARTIFACTS[name], repos[name.split("/")[0]], args.out)
             print("wrote", name)
 
 

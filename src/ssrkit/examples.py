@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -47,6 +48,9 @@ _GIT_CONFIG = [
 ]
 
 
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
 class ExampleError(Exception):
     """An example repository cannot be found or materialized."""
 
@@ -61,6 +65,8 @@ def available(src: Path) -> list[str]:
 
 def patches(src: Path, name: str) -> list[Path]:
     """The patch files of example *name*, in replay order."""
+    if not _NAME.match(name):
+        raise ExampleError(f"invalid example name {name!r}")
     folder = Path(src) / name
     files = sorted(folder.glob("*.patch"))
     if not files:
