@@ -82,8 +82,13 @@ def load_checker():
     return module
 
 
+@pytest.mark.slow
 def test_reference_checker_agrees_with_expected(tmp_path, capsys):
-    """Runs every check of SPEC §2 on every artifact (about 40 s)."""
+    """Runs every check of SPEC §2 on every artifact (about 100 test runs, 40-70 s).
+
+    Marked slow: run it after changing the example repositories, the artifacts or
+    the parser templates (``pytest -m slow tests/test_example_artifacts.py``).
+    """
     checker = load_checker()
     out = tmp_path / "f2p.json"
     rc = checker.main(["--write-f2p", str(out)])
