@@ -13,6 +13,7 @@ change to the example repositories.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -368,9 +369,13 @@ ARTIFACTS = {
 
 
 def git(repo: Path, *args: str) -> str:
+    # ignore the user's git configuration (diff.algorithm, diff.noprefix, ...) so that
+    # the diffs come out the same for everyone
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     return subprocess.run(
         ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=false", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
+        cwd=repo, check=True, capture_output=True, text=True, env=env,
     ).stdout
 
 
@@ -390,7 +395,10 @@ def diff(repo: Path, edits, base: str = "HEAD") -> str:
                 raise SystemExit(f"{path}: edit does not match exactly once: {old[:60]!r}")
             target.write_text(text.replace(old, new))
         git(copy, "add", "-A")
-        return git(copy, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/")
+        return git(
+            copy, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--diff-algorithm=myers",
+            "--indent-heuristic", "-U3", "--src-prefix=a/", "--dst-prefix=b/",
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
