@@ -22,6 +22,8 @@ import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from .errors import SsrkitError
+
 __all__ = ["ExampleError", "available", "materialize", "patches"]
 
 AUTHOR_NAME = "Example Maintainer"
@@ -51,7 +53,7 @@ _GIT_CONFIG = [
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ExampleError(Exception):
+class ExampleError(SsrkitError):
     """An example repository cannot be found or materialized."""
 
 
