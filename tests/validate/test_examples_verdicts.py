@@ -56,7 +56,7 @@ def test_every_check_is_failed_by_some_example_and_passed_by_a_valid_one(verdict
 @pytest.mark.parametrize("rel", sorted(k for k in F2P if EXPECTED[k]["valid"]))
 def test_fail_to_pass_recorded(verdicts, rel):
     assert verdicts[rel]["fail_to_pass"] == sorted(F2P[rel])
-    assert verdicts[rel]["pass_to_pass"]
+    assert verdicts[rel]["pass_to_pass"] or "total_break" in verdicts[rel]["warnings"]
     assert not set(verdicts[rel]["fail_to_pass"]) & set(verdicts[rel]["pass_to_pass"])
 
 
