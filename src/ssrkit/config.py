@@ -53,7 +53,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "workdir": "/testbed",
     },
     "inject": {},
-    "solve": {"protected": DEFAULT_PROTECTED},
+    "solve": {"protected": DEFAULT_PROTECTED, "canary": True, "guard_shadows": True, "attempts": 8},
     "reward": {"alpha": 0.8},
     "train": {},
 }

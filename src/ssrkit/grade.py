@@ -21,6 +21,10 @@ and passed, and no test in the log failed or errored. A timeout, a parser failur
 apply fails the attempt with a reason saying so. The script's exit code is recorded; a non-zero exit with no
 failed test in the log is tampering and fails the attempt.
 
+The fix's code runs in one sandbox; every log is parsed in a second, clean sandbox where no code of the fix
+ever ran, so nothing the fix leaves behind (a module dropped next to the parser, a poisoned home directory or
+interpreter) can forge the parser's verdict.
+
 Canary (on by default, `[solve] canary`): an attempt that passes is run once more with a test that always
 fails appended to one of the listed test files, under a random name. If the log reports the canary as
 passed, or the canary is missing although the same test script does report it on the original code, the
@@ -47,7 +51,7 @@ from .artifact import BUG_DIFF, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact,
 from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
-from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
+from .testrun import ERROR, FAILED, PASSED, TestRun, run_parser
 
 FIX_LABEL = "fix.diff"
 
@@ -68,6 +72,7 @@ class GradeSettings:
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     protected: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED))
     canary: bool = True
+    guard_shadows: bool = True
 
     @classmethod
     def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
@@ -76,6 +81,7 @@ class GradeSettings:
             test_patterns=list(cfg.get("validate", "test_patterns", DEFAULT_TEST_PATTERNS)),
             protected=list(cfg.get("solve", "protected", DEFAULT_PROTECTED)),
             canary=bool(cfg.get("solve", "canary", True)),
+            guard_shadows=bool(cfg.get("solve", "guard_shadows", True)),
         )
 
     @property
@@ -272,8 +278,8 @@ def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings)
     for p in touched:
         if p not in out and matches(p, settings.patterns):
             out.append(p)
-    shadows = []
-    for c in patches.parse(fix_diff, FIX_LABEL):
+    shadows: list[str] = []
+    for c in patches.parse(fix_diff, FIX_LABEL) if settings.guard_shadows else []:
         if c.target and c.target not in out and c.target not in shadows and shadowed_module(c.target):
             shadows.append(c.target)  # deleted below unless the file exists in the original repository
     return out, shadows
@@ -324,6 +330,29 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     return PreparedState(restored=restored, deleted=deleted, originals=originals)
 
 
+# -- running and parsing --------------------------------------------------------------------------
+
+def execute(work: Sandbox, clean: Sandbox, artifact: Artifact, timeout: float) -> TestRun:
+    """Run test_script.sh in `work`'s current state; parse the log in `clean`.
+
+    `clean` is a sandbox where no code of the fix ever ran: whatever the fix did during the test run (files
+    dropped in the scratch directory, a poisoned home directory or interpreter) cannot reach the parser.
+    """
+    script = work.scratch_path("test_script.sh")
+    work.write_file(script, artifact.test_script, mode=0o755)
+    res = work.run(f"bash {shlex.quote(script)}", timeout=timeout)
+    run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
+                  truncated=res.truncated)
+    clean.reset(PRISTINE)
+    statuses, error, raw = run_parser(clean, artifact.test_parser, res.output)
+    run.parser_output = raw
+    if statuses is not None:
+        run.statuses = statuses
+    else:
+        run.parse_error = error
+    return run
+
+
 # -- the canary -----------------------------------------------------------------------------------
 
 _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
@@ -363,36 +392,39 @@ _reference_cache: dict[tuple[str, str, str, str], bool] = {}
 _reference_lock = threading.Lock()
 
 
-def _canary_run(sandbox: Sandbox, artifact: Artifact, target: str, original: bytes, nonce: str,
-                timeout: float) -> TestRun:
-    text = original.decode("utf-8", "replace").rstrip("\n") + "\n" + canary_code(nonce)
-    sandbox.write_file(target, text)
-    return run_tests(sandbox, artifact.test_script, artifact.test_parser, timeout=timeout)
+def _with_canary(original: bytes, nonce: str) -> str:
+    return original.decode("utf-8", "replace").rstrip("\n") + "\n" + canary_code(nonce)
 
 
-def canary_expected(sandbox: Sandbox, artifact: Artifact, target: str, original: bytes, timeout: float) -> bool:
-    """Does the test script report a canary in `target` on the original code? (cached per process)"""
+def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: bytes, timeout: float) -> bool:
+    """Does the test script report a canary in `target` on the original code? (cached per process)
+
+    Runs in the clean sandbox: the fix's code must not be able to hide the canary from this reference run.
+    """
     key = (artifact.content_id(), target, artifact.test_script, artifact.test_parser)
     with _reference_lock:
         if key in _reference_cache:
             return _reference_cache[key]
     nonce = secrets.token_hex(6)
-    sandbox.reset(PRISTINE)
-    run = _canary_run(sandbox, artifact, target, original, nonce, timeout)
+    clean.reset(PRISTINE)
+    clean.write_file(target, _with_canary(original, nonce))
+    run = execute(clean, clean, artifact, timeout)
     seen = bool(_canary_statuses(run, nonce))
     with _reference_lock:
         _reference_cache[key] = seen
     return seen
 
 
-def check_canary(sandbox: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
-                 settings: GradeSettings, prepared: PreparedState) -> tuple[bool, dict[str, Any]]:
+def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
+                 settings: GradeSettings) -> tuple[bool, dict[str, Any]]:
     """Re-run the graded state with an always-failing test added; (forged?, details)."""
     target = canary_target(artifact, expect)
+    prepared = prepare(work, artifact, fix_diff, settings)  # afresh: the first run may have changed files
     if target is None or prepared.originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
     nonce = secrets.token_hex(6)
-    run = _canary_run(sandbox, artifact, target, prepared.originals[target], nonce, settings.timeout)
+    work.write_file(target, _with_canary(prepared.originals[target], nonce))
+    run = execute(work, clean, artifact, settings.timeout)
     seen = _canary_statuses(run, nonce)
     info: dict[str, Any] = {"file": target, "tests": seen, "exit_code": run.exit_code}
     if any(s == PASSED for s in seen.values()):
@@ -402,7 +434,7 @@ def check_canary(sandbox: Sandbox, artifact: Artifact, fix_diff: str, expect: Ex
     if seen:
         info["status"] = "caught"  # reported, and not as passed: the output is genuine
         return False, info
-    expected = canary_expected(sandbox, artifact, target, prepared.originals[target], settings.timeout)
+    expected = canary_expected(clean, artifact, target, prepared.originals[target], settings.timeout)
     info["expected_on_original"] = expected
     if expected:
         info["status"] = "vanished"
@@ -415,9 +447,16 @@ def check_canary(sandbox: Sandbox, artifact: Artifact, fix_diff: str, expect: Ex
 
 # -- grading --------------------------------------------------------------------------------------
 
-def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, settings: GradeSettings | None = None,
-          expect: Expectations | None = None) -> Grade:
-    """Grade one fix in `sandbox` (opened on the artifact's repository; its pristine state is the original)."""
+def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox | None = None,
+          settings: GradeSettings | None = None, expect: Expectations | None = None) -> Grade:
+    """Grade one fix.
+
+    `sandbox` and `clean` are two sandboxes opened on the artifact's repository (pristine state = the
+    original). The fix's code runs only in `sandbox`; logs are parsed in `clean`, which must be a sandbox
+    no fix ever ran in (pass None to parse in `sandbox` after a reset — weaker: only for backends where
+    nothing outside the workspace survives a command).
+    """
+    clean = clean or sandbox
     settings = settings or GradeSettings()
     expect = expect or load_expectations(artifact)
     started = time.monotonic()
@@ -430,7 +469,7 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, settings: Grad
     except PatchError as e:
         return Grade(False, f"the fix does not apply: {e}", fix_files=fix_files,
                      seconds=time.monotonic() - started)
-    run = run_tests(sandbox, artifact.test_script, artifact.test_parser, timeout=settings.timeout)
+    run = execute(sandbox, clean, artifact, settings.timeout)
     passed, reason, details = judge(run, expect)
     result = Grade(
         passed=passed, reason=reason, tests=run.statuses, exit_code=run.exit_code, timed_out=run.timed_out,
@@ -438,7 +477,7 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, settings: Grad
         restored=prepared.restored, deleted=prepared.deleted, fix_files=fix_files, parse_error=run.parse_error,
     )
     if passed and settings.canary:
-        forged, info = check_canary(sandbox, artifact, fix_diff, expect, settings, prepared)
+        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings)
         result.canary = info
         if forged:
             result.passed = False
