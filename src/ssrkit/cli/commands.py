@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from . import show, validate
+from . import export, pool, report, show, validate
 from .main import app
 
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
 app.command("show", epilog=show.EPILOG)(show.show)
+app.command("report", epilog=report.EPILOG)(report.report)
+app.command("export", epilog=export.EPILOG)(export.export)
+app.add_typer(pool.pool_app, name="pool")

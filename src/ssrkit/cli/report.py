@@ -1,0 +1,73 @@
+"""`ssrkit report`: a self-play run at a glance, in the terminal and as PNG plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from ..report import build_report, sparkline, write_plots
+from .common import JsonOpt, console, print_json
+
+EPILOG = """
+[bold]Examples[/]
+
+  [cyan]ssrkit report runs/offline[/]                 tables, sparklines and plots in runs/offline/plots/
+  [cyan]ssrkit report runs/offline --json | jq '.rounds[-1].solve_rate'[/]
+"""
+
+
+def _fmt(v: object, pct: bool = False) -> str:
+    if v is None or v == "":
+        return "-"
+    if pct:
+        return f"{float(v):.0%}"
+    if isinstance(v, float):
+        return f"{v:+.2f}" if v < 0 or v > 0 else "0.00"
+    return str(v)
+
+
+def report(
+    run: Path = typer.Argument(..., help="A run directory (holds round-NNN/).", show_default=False),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="Where to write PNG plots (default RUN/plots)."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Do not write plots."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Show a run: per-round validity, solve rate and rewards, the solve-rate histogram, strategy mix, failing checks."""
+    rep = build_report(run)
+    written = [] if no_plots else write_plots(rep, plots or Path(run) / "plots")
+    rep["plots"] = [str(p) for p in written]
+    if as_json:
+        print_json(rep)
+        return
+    rounds = rep["rounds"]
+    table = Table(title=f"[bold]{run}[/]", title_justify="left")
+    for col in ("round", "injected", "valid", "validity", "tasks", "attempts", "solved", "solve rate",
+                "injector r", "solver r", "higher", "pool"):
+        table.add_column(col, justify="right")
+    for r in rounds:
+        table.add_row(str(r["round"]), str(r["injected"]), str(r["valid"]), _fmt(r["validity_rate"], True),
+                      str(r["tasks"]), str(r["attempts"]), str(r["solved"]), _fmt(r["solve_rate"], True),
+                      _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
+                      str(r["pool_size"]))
+    console.print(table)
+    console.print(f"solve rate     {sparkline([r['solve_rate'] for r in rounds])}   "
+                  f"injector reward {sparkline([r['injector_reward_mean'] for r in rounds])}   "
+                  f"solver reward {sparkline([r['solver_reward_mean'] for r in rounds])}")
+    hist = rep["solve_rate_histogram"]
+    peak = max(hist.values()) or 1
+    h = Table(title="solve-rate histogram (valid artifacts, all rounds)", title_justify="left", show_header=False)
+    h.add_column(justify="right")
+    h.add_column()
+    for k, v in hist.items():
+        h.add_row(k, "█" * round(20 * v / peak) + f" {v}")
+    console.print(h)
+    mix = ", ".join(f"{k} {v}" for k, v in rep["strategy_mix"].items()) or "-"
+    console.print(f"strategy mix: {mix}")
+    fails = ", ".join(f"{k} {v}" for k, v in rep["top_failing_checks"].items()) or "none"
+    console.print(f"top failing checks: {fails}")
+    console.print(f"pool: {rep['pool']['active']} active, {rep['pool']['retired']} retired")
+    if written:
+        console.print(f"plots: {', '.join(str(p) for p in written)}")

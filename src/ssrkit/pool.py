@@ -1,0 +1,286 @@
+"""Run directories and the task pool: what carries over from one self-play round to the next (SPEC §10).
+
+Layout of a run directory::
+
+    RUN/ssrkit.toml            resolved configuration of the run
+    RUN/pool.json              the task pool (validated artifacts kept across rounds)
+    RUN/metrics.csv            one row per finished round
+    RUN/round-001/inject/...   artifacts injected this round (any depth; e.g. one folder per repository)
+    RUN/round-001/tasks/<id>/  pool artifacts carried into this round (fresh copies, no attempts)
+    RUN/round-001/higher/<id>/ higher-order artifacts made from this round's failed attempts
+    RUN/round-001/round.json   this round's numbers (the same as its metrics.csv row)
+
+A pool artifact is copied into each round that uses it, so every round's attempts, rewards and grades stay
+on disk side by side and any round can be re-graded on its own.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .artifact import ATTEMPTS, CORE_FILES, METADATA, REWARD, VALIDATION, Artifact, find_artifacts
+from .errors import SsrkitError
+from .fsutil import atomic_write_json, atomic_write_text, read_json
+
+POOL = "pool.json"
+METRICS = "metrics.csv"
+ROUND_SUMMARY = "round.json"
+SECTIONS = ("inject", "tasks", "higher")
+
+METRIC_COLUMNS = [
+    "round", "injected", "valid", "validity_rate", "validity_by_strategy", "tasks", "attempts", "solved",
+    "solve_rate", "mean_artifact_solve_rate", "injector_reward_mean", "solver_reward_mean", "higher_order",
+    "pool_size", "pool_retired", "validate_seconds", "solve_seconds",
+]
+
+
+def round_dir(run: Path, n: int) -> Path:
+    return Path(run) / f"round-{n:03d}"
+
+
+def round_numbers(run: Path) -> list[int]:
+    out = []
+    for p in Path(run).glob("round-*"):
+        suffix = p.name.split("-", 1)[1]
+        if p.is_dir() and suffix.isdigit():
+            out.append(int(suffix))
+    return sorted(out)
+
+
+def round_artifacts(run: Path, n: int, sections: tuple[str, ...] = SECTIONS) -> dict[str, list[Artifact]]:
+    """The artifacts of one round by section (empty lists for sections with none)."""
+    out: dict[str, list[Artifact]] = {}
+    for s in sections:
+        d = round_dir(run, n) / s
+        try:
+            out[s] = find_artifacts([d]) if d.is_dir() and any(d.iterdir()) else []
+        except SsrkitError:
+            out[s] = []
+    return out
+
+
+# -- the pool ---------------------------------------------------------------------------------------
+
+@dataclass
+class PoolEntry:
+    id: str
+    path: str  # the artifact's first home, relative to the run directory
+    strategy: str
+    order: int
+    added_round: int
+    solve_rates: dict[str, float] = field(default_factory=dict)  # round number (as text) → solve rate
+    retired: str | None = None  # why, once retired
+
+    @property
+    def active(self) -> bool:
+        return self.retired is None
+
+
+@dataclass
+class Pool:
+    entries: dict[str, PoolEntry] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, run: Path) -> "Pool":
+        p = Path(run) / POOL
+        if not p.is_file():
+            return cls()
+        data = read_json(p)
+        return cls({e["id"]: PoolEntry(**e) for e in data.get("entries", [])})
+
+    def save(self, run: Path) -> None:
+        atomic_write_json(Path(run) / POOL, {"entries": [asdict(e) for e in self.entries.values()]})
+
+    @property
+    def active(self) -> list[PoolEntry]:
+        return [e for e in self.entries.values() if e.active]
+
+    def add(self, artifact: Artifact, run: Path, round_no: int) -> bool:
+        """Add a valid artifact (once); returns whether it was new."""
+        if artifact.id in self.entries:
+            return False
+        meta = artifact.metadata
+        self.entries[artifact.id] = PoolEntry(
+            id=artifact.id, path=str(artifact.path.resolve().relative_to(Path(run).resolve())),
+            strategy=meta.strategy, order=meta.order, added_round=round_no)
+        return True
+
+    def record(self, artifact_id: str, round_no: int, solve_rate: float) -> None:
+        if artifact_id in self.entries:
+            self.entries[artifact_id].solve_rates[str(round_no)] = solve_rate
+
+    def retire(self, after: int) -> list[str]:
+        """Retire artifacts solved always (too easy) or never (too hard) in their last `after` rounds."""
+        retired = []
+        for e in self.active:
+            rates = [e.solve_rates[k] for k in sorted(e.solve_rates, key=int)][-after:]
+            if len(rates) < after:
+                continue
+            if all(r >= 1.0 for r in rates):
+                e.retired = f"always solved in its last {after} rounds"
+            elif all(r <= 0.0 for r in rates):
+                e.retired = f"never solved in its last {after} rounds"
+            else:
+                continue
+            retired.append(e.id)
+        return retired
+
+
+def select_tasks(run: Path, round_no: int, *, n_new: int, old_ratio: float, seed: int = 0) -> list[Path]:
+    """Copy active pool artifacts into round-N/tasks/ so old and new mix in the given ratio.
+
+    With `old_ratio` r and `n_new` new artifacts, about r/(1-r)·n_new old ones are carried (all of them
+    when the pool is smaller). Idempotent: a re-run copies nothing twice.
+    """
+    if not 0.0 <= old_ratio < 1.0:
+        raise SsrkitError("--old-ratio must be in [0, 1)")
+    pool = Pool.load(run)
+    current = set()
+    for arts in round_artifacts(run, round_no, ("inject",)).values():
+        current.update(a.id for a in arts)
+    candidates = [e for e in pool.active if e.id not in current and e.added_round < round_no]
+    want = round(old_ratio / (1.0 - old_ratio) * max(n_new, 1)) if old_ratio else 0
+    rng = random.Random(f"{seed}-{round_no}")
+    chosen = sorted(rng.sample(candidates, min(want, len(candidates))), key=lambda e: e.id)
+    dest_root = round_dir(run, round_no) / "tasks"
+    out = []
+    for e in chosen:
+        dest = dest_root / e.id
+        if not (dest / METADATA).is_file() and not (dest / VALIDATION).is_file():
+            copy_task(Path(run) / e.path, dest)
+        out.append(dest)
+    return out
+
+
+def copy_task(src: Path, dest: Path) -> None:
+    """Copy an artifact's definition and its validation (not attempts or rewards) to a new home."""
+    tmp = dest.with_name(f".{dest.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in (*CORE_FILES, METADATA, VALIDATION, "trajectory.json"):
+        if (src / name).is_file():
+            shutil.copy2(src / name, tmp / name)
+    if (src / "logs").is_dir():
+        shutil.copytree(src / "logs", tmp / "logs")
+    tmp.rename(dest)  # atomic: a killed copy leaves only the hidden .partial, redone next time
+
+
+# -- closing a round ---------------------------------------------------------------------------------
+
+def _mean(xs: list[float]) -> float | None:
+    return round(sum(xs) / len(xs), 4) if xs else None
+
+
+def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[str, Any]:
+    """The numbers of one round, recomputed from the artifact files on disk."""
+    arts = round_artifacts(run, round_no)
+    injected = arts["inject"]
+    by_strategy: dict[str, list[int]] = {}
+    valid_new = 0
+    validate_seconds = 0.0
+    for a in injected:
+        v = a.validation or {}
+        ok = bool(v.get("valid"))
+        valid_new += ok
+        validate_seconds += float(v.get("seconds", 0.0))
+        st = by_strategy.setdefault(a.metadata.strategy, [0, 0])
+        st[0] += ok
+        st[1] += 1
+    # candidates that procedural injection tried and discarded count against validity too
+    for summary in (round_dir(run, round_no) / "inject").rglob("inject.json"):
+        try:
+            data = read_json(summary)
+        except (OSError, ValueError):
+            continue
+        for strategy, counts in (data.get("by_strategy") or {}).items():
+            st = by_strategy.setdefault(strategy, [0, 0])
+            st[1] += max(0, int(counts.get("candidates", 0)) - int(counts.get("kept", counts.get("valid", 0))))
+    injected_total = sum(t for _, t in by_strategy.values())
+    tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
+    attempts = solved = 0
+    rates: list[float] = []
+    inj_rewards: list[float] = []
+    sol_rewards: list[float] = []
+    solve_seconds = 0.0
+    for a in [*arts["inject"], *arts["tasks"]]:
+        r = a.reward
+        if r:
+            inj_rewards.append(float(r["injector_reward"]))
+            sol_rewards.extend(float(x) for x in r.get("solver_rewards", []))
+            if r.get("valid"):
+                attempts += int(r["n_attempts"])
+                solved += int(r["n_solved"])
+                rates.append(float(r["solve_rate"]))
+        for d in a.attempt_dirs():
+            ev = a.read_json(f"{ATTEMPTS}/{d.name}/eval.json") or {}
+            solve_seconds += float(ev.get("seconds", 0.0) or 0.0)
+    higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])
+    pool = pool or Pool.load(run)
+    return {
+        "round": round_no,
+        "injected": injected_total,
+        "valid": valid_new,
+        "validity_rate": round(valid_new / injected_total, 4) if injected_total else None,
+        "validity_by_strategy": json.dumps({k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items())}),
+        "tasks": len(tasks),
+        "attempts": attempts,
+        "solved": solved,
+        "solve_rate": round(solved / attempts, 4) if attempts else None,
+        "mean_artifact_solve_rate": _mean(rates),
+        "injector_reward_mean": _mean(inj_rewards),
+        "solver_reward_mean": _mean(sol_rewards),
+        "higher_order": higher_valid,
+        "pool_size": len(pool.active),
+        "pool_retired": len(pool.entries) - len(pool.active),
+        "validate_seconds": round(validate_seconds, 2),
+        "solve_seconds": round(solve_seconds, 2),
+    }
+
+
+def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str, Any]:
+    """Update the pool from a finished round and write its metrics (idempotent: re-closing rewrites the row)."""
+    run = Path(run)
+    if not round_dir(run, round_no).is_dir():
+        raise SsrkitError(f"{round_dir(run, round_no)} does not exist")
+    pool = Pool.load(run)
+    arts = round_artifacts(run, round_no)
+    for a in [*arts["inject"], *arts["higher"]]:
+        if (a.validation or {}).get("valid"):
+            pool.add(a, run, round_no)
+    for a in [*arts["inject"], *arts["tasks"]]:
+        r = a.reward
+        if r and r.get("valid") and r.get("n_attempts"):
+            pool.record(a.id, round_no, float(r["solve_rate"]))
+    pool.retire(retire_after)
+    pool.save(run)
+    row = round_metrics(run, round_no, pool)
+    atomic_write_json(round_dir(run, round_no) / ROUND_SUMMARY, row)
+    write_metrics_row(run, row)
+    return row
+
+
+def read_metrics(run: Path) -> list[dict[str, str]]:
+    p = Path(run) / METRICS
+    if not p.is_file():
+        return []
+    with p.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def write_metrics_row(run: Path, row: dict[str, Any]) -> None:
+    """Insert or replace the row of `row['round']`, keeping rounds in order (rewritten atomically)."""
+    rows = [r for r in read_metrics(run) if int(r["round"]) != int(row["round"])]
+    rows.append({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+    rows.sort(key=lambda r: int(r["round"]))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(Path(run) / METRICS, buf.getvalue())

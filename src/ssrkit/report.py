@@ -1,0 +1,133 @@
+"""A self-play run at a glance: per-round metrics, solve-rate histogram, strategy mix, failing checks.
+
+Everything is recomputed from the artifact files on disk (metrics.csv is a convenience for other tools),
+so the report can never disagree with the artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .errors import SsrkitError
+from .pool import Pool, round_artifacts, round_metrics, round_numbers
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float | None]) -> str:
+    """Unicode sparkline; gaps (None) shown as spaces."""
+    nums = [v for v in values if v is not None]
+    if not nums:
+        return ""
+    lo, hi = min(nums), max(nums)
+    span = hi - lo or 1.0
+    return "".join(" " if v is None else SPARK[int((v - lo) / span * (len(SPARK) - 1))] for v in values)
+
+
+def build_report(run: Path) -> dict[str, Any]:
+    run = Path(run)
+    if not run.is_dir():
+        raise SsrkitError(f"{run}: no such run directory")
+    rounds = round_numbers(run)
+    if not rounds:
+        raise SsrkitError(f"{run}: no round-NNN directories; is it a run directory?")
+    pool = Pool.load(run)
+    per_round = [round_metrics(run, n, pool) for n in rounds]
+    histogram = [0] * 9  # solve rate in eighths: 0/8 … 8/8 (with other attempt counts, rounded)
+    strategies: Counter[str] = Counter()
+    failing: Counter[str] = Counter()
+    orders: Counter[int] = Counter()
+    n_artifacts = 0
+    for n in rounds:
+        arts = round_artifacts(run, n)
+        for section, items in arts.items():
+            for a in items:
+                v = a.validation or {}
+                if section != "tasks":
+                    n_artifacts += 1
+                    strategies[a.metadata.strategy] += 1
+                    orders[a.metadata.order] += 1
+                    first = next((c["name"] for c in v.get("checks", []) if c["status"] == "failed"), None)
+                    if first:
+                        failing[first] += 1
+                r = a.reward
+                if r and r.get("valid") and r.get("n_attempts"):
+                    histogram[round(float(r["solve_rate"]) * 8)] += 1
+    return {
+        "run": str(run),
+        "rounds": per_round,
+        "solve_rate_histogram": {f"{i}/8": c for i, c in enumerate(histogram)},
+        "strategy_mix": dict(strategies.most_common()),
+        "order_mix": {str(k): v for k, v in sorted(orders.items())},
+        "top_failing_checks": dict(failing.most_common(5)),
+        "artifacts": n_artifacts,
+        "pool": {"active": len(pool.active), "retired": len(pool.entries) - len(pool.active)},
+    }
+
+
+def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """PNG plots of the report (matplotlib, no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rounds = [r["round"] for r in report["rounds"]]
+    paths: list[Path] = []
+
+    def nums(key: str) -> list[float]:
+        return [float("nan") if r.get(key) is None else float(r[key]) for r in report["rounds"]]
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(rounds, nums("solve_rate"), marker="o", label="solve rate (attempts)")
+    ax.plot(rounds, nums("validity_rate"), marker="s", label="validity rate (injections)")
+    ax.set_xlabel("round")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xticks(rounds)
+    ax.legend()
+    ax.set_title("Rates per round")
+    paths.append(_save(fig, out / "rates.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(rounds, nums("injector_reward_mean"), marker="o", label="injector reward")
+    ax.plot(rounds, nums("solver_reward_mean"), marker="s", label="solver reward")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.set_xlabel("round")
+    ax.set_xticks(rounds)
+    ax.legend()
+    ax.set_title("Mean rewards per round")
+    paths.append(_save(fig, out / "rewards.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    hist = report["solve_rate_histogram"]
+    ax.bar(list(hist), list(hist.values()), color="tab:blue")
+    ax.set_xlabel("solve rate")
+    ax.set_ylabel("artifacts")
+    ax.set_title("Solve-rate histogram")
+    paths.append(_save(fig, out / "solve_rate_histogram.png"))
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    mix = report["strategy_mix"] or {"none": 0}
+    ax.barh(list(mix), list(mix.values()), color="tab:green")
+    ax.set_xlabel("artifacts")
+    ax.set_title("Strategy mix")
+    paths.append(_save(fig, out / "strategy_mix.png"))
+    return paths
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
+def report_json(report: dict[str, Any]) -> str:
+    return json.dumps(report, indent=2)

@@ -1,0 +1,71 @@
+"""The artifact directory: aliases, metadata round-trip, atomic writes, ids, discovery."""
+
+import pytest
+
+from ssrkit.artifact import Artifact, Metadata, create_artifact, find_artifacts
+from ssrkit.errors import SsrkitError
+from ssrkit.source import RepoSource
+
+
+def write_five(path, **over):
+    path.mkdir(parents=True)
+    files = {"bug_inject.diff": "b", "test_weaken.diff": "w", "test_script.sh": "s", "test_files.txt": "tests/t.py\n",
+             "test_parser.py": "p"}
+    files.update(over)
+    for k, v in files.items():
+        if v is not None:
+            (path / k).write_text(v)
+    return Artifact(path)
+
+
+def test_paper_aliases_are_read(tmp_path):
+    a = write_five(tmp_path / "a", **{"bug_inject.diff": None, "test_weaken.diff": None, "test_parser.py": None})
+    (a.path / "bug_patch.diff").write_text("BUG")
+    (a.path / "test_patch.diff").write_text("WEAK")
+    (a.path / "parse_test_output.py").write_text("PARSER")
+    assert (a.bug_diff, a.weaken_diff, a.test_parser) == ("BUG", "WEAK", "PARSER")
+
+
+def test_test_files_ignore_blanks_comments_and_dot_slash(tmp_path):
+    a = write_five(tmp_path / "a", **{"test_files.txt": "# oracle tests\n./tests/a.py\n\n tests/b.py \n"})
+    assert a.test_files == ["tests/a.py", "tests/b.py"]
+
+
+def test_content_id_depends_on_content_only(tmp_path):
+    a = write_five(tmp_path / "a")
+    b = write_five(tmp_path / "b")
+    c = write_five(tmp_path / "c", **{"bug_inject.diff": "other"})
+    assert a.content_id() == b.content_id() != c.content_id()
+
+
+def test_create_and_reload_metadata(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    meta = Metadata(repo=RepoSource.local(repo), base_commit="abc", strategy="removal",
+                    injector={"agent": "procedural", "seed": 3, "model": None})
+    art = create_artifact(tmp_path / "art", bug_diff="d", weaken_diff="w", test_script="s",
+                          test_files=["tests/x.py"], test_parser="p", metadata=meta)
+    again = Artifact(art.path)
+    assert again.metadata.repo == RepoSource.local(repo)
+    assert again.metadata.strategy == "removal"
+    assert again.metadata.injector == {"agent": "procedural", "seed": 3}
+    assert again.id == art.content_id()
+    assert not list(art.path.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_broken_toml_is_a_clear_error(tmp_path):
+    a = write_five(tmp_path / "a")
+    (a.path / "artifact.toml").write_text("id = [unterminated")
+    with pytest.raises(SsrkitError, match="not valid TOML"):
+        _ = a.metadata
+
+
+def test_find_artifacts_expands_directories(tmp_path):
+    write_five(tmp_path / "runs" / "x")
+    write_five(tmp_path / "runs" / "y")
+    (tmp_path / "runs" / "x" / "attempts" / "001").mkdir(parents=True)
+    (tmp_path / "runs" / "x" / "attempts" / "001" / "test_files.txt").write_text("no")  # not an artifact
+    found = find_artifacts([tmp_path / "runs"])
+    assert [a.name for a in found] == ["x", "y"]
+    with pytest.raises(SsrkitError, match="no such artifact"):
+        find_artifacts([tmp_path / "missing"])

@@ -1,0 +1,93 @@
+"""Unified diffs: parsing, path safety, reversing and applying against real git repositories."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ssrkit import patch
+from ssrkit.errors import PatchError
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q")
+    (r / "pkg").mkdir()
+    (r / "pkg" / "a.py").write_text("def f(x):\n    return x + 1\n\n\ndef g():\n    return 2\n")
+    (r / "old.txt").write_text("bye\n")
+    (r / "mv.txt").write_text("moved content\n" * 5)
+    git(r, "add", "-A")
+    git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    return r
+
+
+def make_diff(repo: Path) -> str:
+    (repo / "pkg" / "a.py").write_text("def f(x):\n    return x - 1\n\n\ndef g():\n    return 2")
+    (repo / "old.txt").unlink()
+    (repo / "new.txt").write_text("hello\n")
+    git(repo, "mv", "mv.txt", "moved.txt")
+    git(repo, "add", "-A")
+    d = git(repo, "diff", "--cached", "-M")
+    git(repo, "reset", "-q", "--hard")
+    return d
+
+
+def test_parse_lists_added_removed_renamed(repo):
+    d = make_diff(repo)
+    changes = {c.path: c for c in patch.parse(d)}
+    assert changes["new.txt"].added and changes["new.txt"].source is None
+    assert changes["old.txt"].removed and changes["old.txt"].target is None
+    assert changes["moved.txt"].renamed and changes["moved.txt"].source == "mv.txt"
+    assert set(patch.touched_files(d)) == {"pkg/a.py", "old.txt", "new.txt", "mv.txt", "moved.txt"}
+
+
+def test_reverse_undoes_the_diff(repo):
+    d = make_diff(repo)
+    before = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    patch.apply(repo, d)
+    assert (repo / "new.txt").exists() and not (repo / "old.txt").exists()
+    assert (repo / "pkg" / "a.py").read_text().endswith("return 2")  # no newline at end survived
+    patch.apply(repo, patch.reverse(d))
+    after = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert after == before
+
+
+def test_reverse_twice_is_identity_modulo_text(repo):
+    d = make_diff(repo)
+    assert patch.reverse(patch.reverse(d)) == d
+
+
+def test_apply_failure_names_file_and_line(repo):
+    d = make_diff(repo)
+    (repo / "pkg" / "a.py").write_text("def f(x):\n    return x * 7\n\n\ndef g():\n    return 2\n")
+    with pytest.raises(PatchError) as e:
+        patch.apply(repo, d, label="bug_inject.diff")
+    assert "bug_inject.diff does not apply" in str(e.value)
+    assert "pkg/a.py" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", ["../escape.py", "/etc/passwd", ".git/config", "a/../../x"])
+def test_paths_escaping_the_repository_are_rejected(bad):
+    d = f"--- a/{bad}\n+++ b/{bad}\n@@ -1 +1 @@\n-x\n+y\n"
+    with pytest.raises(PatchError, match="touches"):
+        patch.check_paths(d, "bug_inject.diff")
+
+
+def test_garbage_is_not_a_diff():
+    with pytest.raises(PatchError, match="bug_inject.diff"):
+        patch.parse("@@ -1,3 +1,3 @@\n-only\n", "bug_inject.diff")
+
+
+def test_split_by_file_parts_apply_independently(repo):
+    d = make_diff(repo)
+    parts = patch.split_by_file(d)
+    assert set(parts) == {"pkg/a.py", "old.txt", "new.txt", "moved.txt"}
+    patch.apply(repo, parts["pkg/a.py"])
+    assert "x - 1" in (repo / "pkg" / "a.py").read_text()
+    assert (repo / "old.txt").exists()
