@@ -139,10 +139,60 @@ class NullSolver(Solver):
         return SolverOutput(fix_diff="")
 
 
+class LLMSolver(Solver):
+    """The agent loop with the solver prompt against an OpenAI-compatible endpoint (`ssrkit.agents`).
+
+    The task is the fixed template around the reversed `test_weaken.diff`; the trajectory is saved in the
+    attempt directory after every step. The fix is whatever the agent left in the sandbox, whatever its exit
+    status: grading decides. Model errors (endpoint down, unknown model) abort the run instead of being
+    recorded as failed attempts, so they never turn into rewards.
+    """
+
+    name = "llm"
+
+    def __init__(self, client: Any, config: Any = None):
+        self.client = client
+        self.config = config
+
+    @classmethod
+    def from_options(cls, *, base_url: str | None = None, model: str | None = None,
+                     api_key_env: str = "OPENAI_API_KEY", temperature: float | None = None,
+                     max_tokens: int | None = None, want_token_ids: bool = False,
+                     agent: dict[str, Any] | None = None, **_: Any) -> "LLMSolver":
+        from .agents import AgentConfig, ModelClient, Sampling
+
+        if not base_url or not model:
+            raise SsrkitError("the llm solver needs --base-url and --model (e.g. --base-url "
+                              "http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct)")
+        sampling = Sampling()
+        if temperature is not None:
+            sampling.temperature = temperature
+        if max_tokens is not None:
+            sampling.max_tokens = max_tokens
+        client = ModelClient(base_url, model, api_key_env=api_key_env, sampling=sampling,
+                             want_token_ids=want_token_ids)
+        return cls(client, AgentConfig.from_dict(agent))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.client.describe()}
+
+    def solve(self, ctx: SolveContext) -> SolverOutput:
+        from .agents import run_llm_solver, solver_task
+
+        task = solver_task(ctx.test_diff)
+        traj, _ = run_llm_solver(ctx.sandbox, self.client, task, ctx.out_dir, config=self.config,
+                                 info={"artifact": ctx.artifact.id, "attempt": ctx.attempt})
+        info: dict[str, Any] = {"exit_status": traj.exit_status, "turns": len(traj.turns)}
+        if traj.error:
+            info["error"] = traj.error
+        return SolverOutput(info=info)
+
+
 #: name → factory(**options); only solvers whose code exists on this branch are registered.
 SOLVERS: dict[str, Callable[..., Solver]] = {
     "oracle": lambda **_: OracleSolver(),
     "null": lambda **_: NullSolver(),
+    "llm": LLMSolver.from_options,
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -25,6 +26,7 @@ class DirSandbox(Sandbox):
     def run(self, command, *, timeout, env=None, stdin=None, cwd=None):
         e = sanitized_env(extra=env)
         e["PYTHONPATH"] = ":".join([self.root, os.path.join(self.root, "src")])
+        e["PATH"] = f"{os.path.dirname(sys.executable)}:{e['PATH']}"
         t0 = time.monotonic()
         if isinstance(stdin, str):
             stdin = stdin.encode()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,10 @@ from ssrkit.solve import Engine, SolveOptions
 from ssrkit.validate import Settings, Validator, validate_all, write_report
 
 from . import calc
+
+TESTS = Path(__file__).resolve().parents[1]
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
 from ._dirsandbox import DirSandbox
 
 
