@@ -4,12 +4,13 @@ import hashlib
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from ssrkit.artifact import Artifact
 from ssrkit.grade import GradeSettings
-from ssrkit.solve import Engine, SolveOptions
+from ssrkit.solve import Engine, SolveOptions, Solver, SolverOutput
 from ssrkit.validate import Settings, Validator, validate_all, write_report
 
 from . import calc
@@ -67,3 +68,31 @@ def calc_artifact(calc_validated, tmp_path) -> Artifact:
 @pytest.fixture
 def engine() -> Engine:
     return make_engine()
+
+
+Edit = str | None | Callable[[str], str]
+
+
+class ScriptedSolver(Solver):
+    """Writes (or deletes, or transforms) files in the solver's sandbox; the fix is the resulting diff."""
+
+    name = "scripted"
+
+    def __init__(self, edits: dict[str, Edit], symlinks: dict[str, str] | None = None):
+        self.edits = edits
+        self.symlinks = symlinks or {}
+
+    def solve(self, ctx):
+        sb = ctx.sandbox
+        for path, edit in self.edits.items():
+            if edit is None:
+                sb.run(f"rm -f {path}", timeout=30)
+            elif callable(edit):
+                sb.write_file(path, edit(sb.read_file(path).decode()))
+            else:
+                sb.write_file(path, edit)
+        for link, target in self.symlinks.items():
+            sb.run(f"rm -f {link} && ln -s {target} {link}", timeout=30)
+        return SolverOutput()
+
+

@@ -14,37 +14,13 @@ from typing import Callable
 import pytest
 
 from ssrkit.grade import GradeSettings, grade
-from ssrkit.solve import FIX, Solver, SolverOutput, attempt_dir, make_solver
+from ssrkit.solve import FIX, attempt_dir, make_solver
 
 from . import calc
-from .conftest import make_engine
+from .conftest import ScriptedSolver
 
 NAIVE = GradeSettings(timeout=60, test_patterns=[], protected=[], canary=False, guard_shadows=False)
 
-Edit = str | None | Callable[[str], str]
-
-
-class ScriptedSolver(Solver):
-    """Writes (or deletes, or transforms) files in the solver's sandbox; the fix is the resulting diff."""
-
-    name = "scripted"
-
-    def __init__(self, edits: dict[str, Edit], symlinks: dict[str, str] | None = None):
-        self.edits = edits
-        self.symlinks = symlinks or {}
-
-    def solve(self, ctx):
-        sb = ctx.sandbox
-        for path, edit in self.edits.items():
-            if edit is None:
-                sb.run(f"rm -f {path}", timeout=30)
-            elif callable(edit):
-                sb.write_file(path, edit(sb.read_file(path).decode()))
-            else:
-                sb.write_file(path, edit)
-        for link, target in self.symlinks.items():
-            sb.run(f"rm -f {link} && ln -s {target} {link}", timeout=30)
-        return SolverOutput()
 
 
 def attempt(engine, art, edits, symlinks=None):
