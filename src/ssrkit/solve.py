@@ -403,3 +403,35 @@ def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
         if rec is not None:
             out.append(rec)
     return out
+
+
+# -- rewards (the I/O around the pure functions of reward.py) --------------------------------------
+
+def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
+    """The reward.json object from validation.json and the finished attempts (not written)."""
+    from .reward import reward_record
+
+    data = artifact.validation
+    if data is None:
+        raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
+                          f"ssrkit validate {artifact.path}")
+    if data.get("content_id") and data["content_id"] != artifact.content_id():
+        raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
+                          f"first: ssrkit validate {artifact.path} --redo")
+    valid = bool(data.get("valid"))
+    records = attempt_records(artifact) if valid else []
+    if valid and not records:
+        raise SsrkitError(f"{artifact.path} is valid but has no finished attempt; solve it first: "
+                          f"ssrkit solve {artifact.path}")
+    try:
+        record = reward_record(valid=valid, passed=[bool(r.get("passed")) for r in records], alpha=alpha,
+                               attempts=[r.get("attempt", "?") for r in records] if valid else None)
+    except ValueError as e:
+        raise SsrkitError(str(e))
+    return {"artifact": str(artifact.path), **record}
+
+
+def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
+    record = artifact_reward(artifact, alpha)
+    atomic_write_json(artifact.path / "reward.json", record)
+    return record

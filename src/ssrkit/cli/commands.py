@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from . import export, pool, report, show, validate
+from . import export, higher_order, pool, report, reward, show, solve, validate
 from .main import app
 
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
 app.command("show", epilog=show.EPILOG)(show.show)
+app.command("solve", epilog=solve.EPILOG)(solve.solve)
+app.command("reward", epilog=reward.EPILOG)(reward.reward)
+app.command("higher-order", epilog=higher_order.EPILOG)(higher_order.higher_order)
 app.command("report", epilog=report.EPILOG)(report.report)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.add_typer(pool.pool_app, name="pool")
