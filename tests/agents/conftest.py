@@ -213,7 +213,7 @@ def serve():
         s.stop()
 
 
-def by_turn(steps: Callable[[str], list[str]]) -> Callable[[list[dict], dict], str | None]:
+def make_by_turn(steps: Callable[[str], list[str]]) -> Callable[[list[dict], dict], str | None]:
     """A rule serving `steps(submission_dir)[k]` at the k-th assistant turn (None when done).
 
     The submission directory is read from the task message, as a model would.
@@ -260,3 +260,16 @@ def tiny_injector_steps(sub: str) -> list[str]:
         bash(f"git diff -- tests/test_calc.py > {sub}/test_weaken.diff && {check}"),
         submit("All five files are written."),
     ]
+
+
+# Helpers reach the tests as fixtures: `from conftest import ...` would pick whichever conftest module
+# another test directory imported first.
+
+@pytest.fixture
+def by_turn():
+    return make_by_turn
+
+
+@pytest.fixture
+def injector_steps():
+    return tiny_injector_steps

@@ -10,7 +10,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import by_turn, git, tiny_injector_steps
 from scripted_server import bash, submit
 
 from ssrkit.agents import (AgentConfig, ModelClient, ModelError, Thresholds, Trajectory, choose_strategy,
@@ -40,9 +39,10 @@ def run_tests(repo: Path, art: Artifact, *diffs: str) -> dict[str, str]:
     return json.loads(out.stdout)
 
 
-def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_repo, tmp_path, monkeypatch):
+def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_repo, tmp_path, monkeypatch, by_turn,
+                                                         injector_steps):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    server = serve(by_turn(tiny_injector_steps), api_key=KEY, token_ids="vllm")
+    server = serve(by_turn(injector_steps), api_key=KEY, token_ids="vllm")
     out = tmp_path / "artifacts" / "a1"
     result = run_llm_injection(sandbox, make_client(server, want_token_ids=True), out_dir=out, strategy="removal",
                                seed=3, source=RepoSource.local(tiny_repo),
@@ -55,7 +55,8 @@ def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_re
     art = Artifact(out)
     meta = tomllib.loads((out / "artifact.toml").read_text())
     assert meta["strategy"] == "removal" and meta["order"] == 1 and meta["id"] == art.content_id()
-    assert meta["base_commit"] == git(tiny_repo, "rev-parse", "HEAD").strip()
+    head = subprocess.run(["git", "-C", str(tiny_repo), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert meta["base_commit"] == head.stdout.strip()
     assert meta["repo"] == {"kind": "local", "path": str(tiny_repo)}
     inj = meta["injector"]
     assert (inj["agent"], inj["model"], inj["seed"], inj["trajectory"]) == ("llm", "scripted-model", 3,
@@ -86,7 +87,7 @@ def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_re
     assert all(KEY not in r["raw"] for r in server.requests)
 
 
-def test_incomplete_submission_gets_one_second_chance_then_a_clear_error(serve, sandbox, tmp_path):
+def test_incomplete_submission_gets_one_second_chance_then_a_clear_error(serve, sandbox, tmp_path, by_turn):
     def steps(sub):
         return [
             bash(f"echo 'tests/test_calc.py' > {sub}/test_files.txt && touch {sub}/test_weaken.diff"),
