@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sys
 from pathlib import Path
@@ -18,28 +17,15 @@ from . import calc
 TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
-from ._dirsandbox import DirSandbox
-
-
-class DirValidator(Validator):
-    def open(self, source):
-        return DirSandbox(source.path)
-
-    def fingerprint(self, source):
-        return hashlib.sha256(str(source.path).encode()).hexdigest()
-
-
-class DirEngine(Engine):
-    def open(self, source):
-        return DirSandbox(source.path)
 
 
 def make_engine(**grade_kw) -> Engine:
-    return DirEngine(SolveOptions(grade=GradeSettings(timeout=60, **grade_kw)))
+    return Engine(SolveOptions(grade=GradeSettings(timeout=60, **grade_kw), backend="local"))
 
 
 def validate(artifact: Artifact) -> dict:
-    [result] = validate_all([(artifact, artifact.metadata.repo)], DirValidator(Settings(cache=False)), redo=True)
+    [result] = validate_all([(artifact, artifact.metadata.repo)], Validator(Settings(cache=False), backend="local"),
+                            redo=True)
     return result
 
 
