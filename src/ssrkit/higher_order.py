@@ -155,7 +155,7 @@ def make_higher_order(
                 order=parent_meta.order + 1, parent=artifact.id,
                 injector={"agent": STRATEGY, "solver": record.get("solver"), "model": solver_info.get("model"),
                           "parent_strategy": parent_meta.strategy},
-                extra={"parent_attempt": name},
+                extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
             )
             create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
                             test_script=texts["test_script.sh"], test_files=artifact.test_files,

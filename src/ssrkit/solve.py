@@ -17,6 +17,7 @@ solvers can be mixed in one group.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import shutil
 import threading
@@ -284,6 +285,9 @@ class SolveOptions:
     sandbox: SandboxOptions = field(default_factory=SandboxOptions)
     jobs: int = 1
     seed: int = 0
+    #: more host paths the solver must not see (`[solve] hide`, e.g. the run directory); the artifacts being
+    #: solved and the parent of a higher-order artifact are always hidden
+    hide: list[str] = field(default_factory=list)
 
 
 class Engine:
@@ -292,8 +296,22 @@ class Engine:
     def __init__(self, options: SolveOptions | None = None):
         self.options = options or SolveOptions()
 
-    def open(self, source: RepoSource) -> Sandbox:
-        return open_sandbox(source, self.options.backend, self.options.sandbox)
+    def open(self, source: RepoSource, *, hide: list[str] | None = None) -> Sandbox:
+        options = self.options.sandbox
+        if hide:
+            options = dataclasses.replace(options, hide=[*options.hide, *hide])
+        return open_sandbox(source, self.options.backend, options)
+
+    def hidden_paths(self, artifacts: list[Artifact]) -> list[str]:
+        """What a solver sandbox hides: these artifacts, their higher-order parents, `[solve] hide`."""
+        out: list[str] = []
+        for a in artifacts:
+            out.append(str(a.path.resolve()))
+            parent = a.metadata.extra.get("parent_path") if a.has_metadata else None
+            if parent:
+                out.append(str(parent))
+        out.extend(str(Path(p).expanduser().resolve()) for p in self.options.hide)
+        return sorted(set(out))
 
     # grading -----------------------------------------------------------------------------------
     def grade_fix(self, artifact: Artifact, source: RepoSource, fix_diff: str,
@@ -313,13 +331,14 @@ class Engine:
 
     # one attempt -------------------------------------------------------------------------------
     def run_attempt(self, artifact: Artifact, source: RepoSource, solver: Solver, name: str,
-                    expect: Expectations) -> dict[str, Any]:
+                    expect: Expectations, hide: list[str] | None = None) -> dict[str, Any]:
         d = attempt_dir(artifact, name)
         if d.exists():
             shutil.rmtree(d)
         d.mkdir(parents=True)
         started = time.monotonic()
-        with self.open(source) as sb:
+        hide = hide if hide is not None else self.hidden_paths([artifact])
+        with self.open(source, hide=hide) as sb:
             prepare_solver_sandbox(sb, artifact)
             ctx = SolveContext(artifact=artifact, sandbox=sb, attempt=name, out_dir=d,
                                seed=self.options.seed + int(name), test_diff=task_diff(artifact),
@@ -377,10 +396,11 @@ class Engine:
               ) -> list[dict[str, Any]]:
         """Make sure every artifact has `attempts` finished attempts; return the eval.json of each one run."""
         tasks: list[Callable[[], dict[str, Any]]] = []
+        hide = self.hidden_paths([a for a, _ in items])
         for artifact, source in items:
             expect = load_expectations(artifact)
             for name in plan_attempts(artifact, attempts, redo=redo):
-                tasks.append(lambda a=artifact, s=source, n=name, e=expect: self.run_attempt(a, s, solver, n, e))
+                tasks.append(lambda a=artifact, s=source, n=name, e=expect: self.run_attempt(a, s, solver, n, e, hide))
         return self._map(tasks, on_done)
 
     def regrade(self, items: list[tuple[Artifact, RepoSource]], *,

@@ -93,6 +93,7 @@ def solve(
         sandbox=sandbox_options(cfg),
         jobs=jobs or int(cfg.get("solve", "jobs", 1)),
         seed=seed,
+        hide=[str(p) for p in cfg.get("solve", "hide", [])],
     )
     engine = Engine(options)
     items = _solvable(items, quiet=as_json)
