@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 
 from ssrkit.artifact import Artifact
 from ssrkit.grade import GradeSettings
+from ssrkit.sandbox import SandboxOptions
 from ssrkit.solve import Engine, SolveOptions, Solver, SolverOutput
 from ssrkit.validate import Settings, Validator, validate_all, write_report
 
@@ -19,13 +21,17 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+#: `python` in the example artifacts' test scripts must be this interpreter (it has pytest)
+SANDBOX = SandboxOptions(env={"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"})
+
+
 def make_engine(**grade_kw) -> Engine:
-    return Engine(SolveOptions(grade=GradeSettings(timeout=60, **grade_kw), backend="local"))
+    return Engine(SolveOptions(grade=GradeSettings(timeout=60, **grade_kw), backend="local", sandbox=SANDBOX))
 
 
-def validate(artifact: Artifact) -> dict:
-    [result] = validate_all([(artifact, artifact.metadata.repo)], Validator(Settings(cache=False), backend="local"),
-                            redo=True)
+def validate(artifact: Artifact, source=None) -> dict:
+    validator = Validator(Settings(cache=False), backend="local", options=SANDBOX)
+    [result] = validate_all([(artifact, source or artifact.metadata.repo)], validator, redo=True)
     return result
 
 
