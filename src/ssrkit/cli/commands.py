@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from . import export, pool, report, show, validate
+from . import export, inject, pool, report, show, validate
 from .main import app
 
+app.command("inject", epilog=inject.EPILOG)(inject.inject)
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
 app.command("show", epilog=show.EPILOG)(show.show)
 app.command("report", epilog=report.EPILOG)(report.report)

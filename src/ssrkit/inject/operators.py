@@ -434,6 +434,8 @@ class _Generator:
                                 [self.st.delete_lines(stmt.lineno, last)])
                 continue
             if not stmt.orelse:
+                if len(stmt.body) == 1 and isinstance(stmt.body[0], (ast.Return, ast.Break, ast.Continue)):
+                    continue  # a guard clause: early_return_removal's site
                 edits = self._remove(stmt, block, chain)
                 if edits:
                     yield self._mut(REMOVAL, "branch_removal", stmt, f"`{_first_line(self.st, stmt)}` removed", edits)

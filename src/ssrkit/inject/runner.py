@@ -179,6 +179,8 @@ def load_profile(sandbox: Sandbox, section: dict[str, Any] | None, py_files: lis
 class TestLocation:
     """Where a test is defined: file, enclosing classes, function name (parameters dropped)."""
 
+    __test__ = False  # not a pytest test class
+
     file: str
     classes: tuple[str, ...]
     name: str

@@ -44,6 +44,8 @@ def helpers_version() -> str:
 class TestMap:
     """Tests, their outcomes and files, and the code lines each covers."""
 
+    __test__ = False  # not a pytest test class
+
     contexts: list[str]
     files: dict[str, dict[int, list[int]]]  # code path -> context index -> covered lines
     outcomes: dict[str, str]  # test id -> passed / failed / skipped / error

@@ -3,7 +3,8 @@
 Each failing test id is located (file, enclosing classes, function); the whole `def` goes — decorators,
 comment lines attached above it and the blank lines that separated it from the previous definition —
 so the file reads as if the test had never been written. A parametrized test that fails for some of
-its parameters is removed whole. A class left without any member is removed too. Nothing is commented
+its parameters is removed whole. A class left without tests (only `setUp` or helpers, and not used
+elsewhere in the module) is removed too. Nothing is commented
 out, and every other line of the file is kept byte for byte.
 """
 
@@ -86,7 +87,9 @@ def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>")
             if id(cls) in targets or not isinstance(cls, ast.ClassDef):
                 continue
             members = [m for m in cls.body if not _is_docstring(m, cls.body)]
-            if members and all(id(m) in targets for m in members):
+            left = [m for m in members if id(m) not in targets]
+            testless = not any(_holds_tests(m) for m in left) and not _referenced(st.tree, cls)
+            if members and (not left or (testless and len(left) < len(members))):
                 for m in cls.body:
                     targets.pop(id(m), None)
                 targets[id(cls)] = _Target(cls, block)
@@ -98,6 +101,20 @@ def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>")
     except SyntaxError as e:
         raise WeakenError(f"removing the tests from {path} would break its syntax ({e.msg})") from None
     return new
+
+
+def _holds_tests(node: ast.AST) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name.startswith("test")
+    if isinstance(node, ast.ClassDef):
+        return any(_holds_tests(m) for m in node.body)
+    return False
+
+
+def _referenced(tree: ast.Module, cls: ast.ClassDef) -> bool:
+    """Is the class's name used anywhere else in the module (a base class, a helper)?"""
+    inside = {id(n) for n in ast.walk(cls)}
+    return any(isinstance(n, ast.Name) and n.id == cls.name and id(n) not in inside for n in ast.walk(tree))
 
 
 def _merge_edits(edits: list[Edit]) -> list[Edit]:
