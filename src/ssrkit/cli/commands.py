@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from . import export, higher_order, pool, report, reward, show, solve, validate
+from . import export, higher_order, inject, pool, report, reward, show, solve, validate
 from .main import app
 
+app.command("inject", epilog=inject.EPILOG)(inject.inject)
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
 app.command("show", epilog=show.EPILOG)(show.show)
 app.command("solve", epilog=solve.EPILOG)(solve.solve)
