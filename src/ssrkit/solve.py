@@ -189,11 +189,39 @@ class LLMSolver(Solver):
         return SolverOutput(info=info)
 
 
+class RepairSolver(Solver):
+    """Search-based program repair with no model (`ssrkit.repair.find_repair`): fault localization from the
+    failing tests' coverage, inverse mutations at the most suspicious lines, the first patch with which every
+    test passes. Bugs it fixes are trivially easy — a useful filter for a task pool."""
+
+    name = "repair"
+
+    def __init__(self, budget_runs: int = 40):
+        if budget_runs < 1:
+            raise SsrkitError("the repair budget must be at least 1 test run")
+        self.budget_runs = budget_runs
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "budget_runs": self.budget_runs}
+
+    def solve(self, ctx: SolveContext) -> SolverOutput:
+        from .repair import find_repair
+
+        art = ctx.artifact
+        r = find_repair(ctx.sandbox, tests_diff=ctx.test_diff, test_script=art.test_script,
+                        test_parser=art.test_parser, timeout=ctx.timeout, budget_runs=self.budget_runs,
+                        seed=ctx.seed)
+        return SolverOutput(fix_diff=r.fix_diff or "", info={
+            "found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates, "note": r.note,
+            "search_seconds": round(r.seconds, 3)})
+
+
 #: name → factory(**options); only solvers whose code exists on this branch are registered.
 SOLVERS: dict[str, Callable[..., Solver]] = {
     "oracle": lambda **_: OracleSolver(),
     "null": lambda **_: NullSolver(),
     "llm": LLMSolver.from_options,
+    "repair": lambda budget_runs=None, **_: RepairSolver(budget_runs or 40),
 }
 
 

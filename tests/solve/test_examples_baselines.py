@@ -43,3 +43,15 @@ def test_oracle_passes_and_null_fails(name, example_repos, engine, tmp_path):
     [null] = engine.solve([(art, source)], make_solver("null"), attempts=2)
     assert not null["passed"]
     assert "FAIL_TO_PASS" in null["reason"]
+
+
+def test_repair_baseline_fixes_an_off_by_one(example_repos, engine, tmp_path):
+    name = "textkit/valid-slug-truncate-off-by-one"
+    art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp_path / "slug"))
+    source = RepoSource.local(example_repos["textkit"])
+    assert validate(art, source)["valid"]
+    [rec] = engine.solve([(art, source)], make_solver("repair", budget_runs=15), attempts=1)
+    assert rec["solver"] == "repair" and rec["solver_info"]["found"], rec["solver_info"]
+    assert rec["passed"], rec["reason"]
+    fix = (art.path / "attempts" / "001" / "fix.diff").read_text()
+    assert "src/textkit/slug.py" in fix and "tests/" not in fix

@@ -68,6 +68,8 @@ def solve(
                                             rich_help_panel="Model"),
     token_ids: bool = typer.Option(False, "--token-ids", help="Ask the server for token ids and log-probs (vLLM).",
                                    rich_help_panel="Model"),
+    budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
+                                              help="Test runs the repair solver may spend per attempt (default 40)."),
     seed: int = typer.Option(0, "--seed", help="Base seed (attempt k uses seed + k)."),
     repo: Optional[Path] = RepoOpt,
     image: Optional[str] = ImageOpt,
@@ -117,6 +119,7 @@ def solve(
             "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
             "temperature": temperature,
             "want_token_ids": token_ids,
+            "budget_runs": budget_runs,
             "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
                       **({"max_turns": max_turns} if max_turns else {})},
         }
