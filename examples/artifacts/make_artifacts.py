@@ -13,6 +13,7 @@ change to the example repositories.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -368,9 +369,13 @@ ARTIFACTS = {
 
 
 def git(repo: Path, *args: str) -> str:
+    # ignore the user's git configuration (diff.algorithm, diff.noprefix, ...) so that
+    # the diffs come out the same for everyone
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
     return subprocess.run(
         ["git", "-c", "core.autocrlf=false", "-c", "core.quotepath=false", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
+        cwd=repo, check=True, capture_output=True, text=True, env=env,
     ).stdout
 
 
@@ -390,13 +395,16 @@ def diff(repo: Path, edits, base: str = "HEAD") -> str:
                 raise SystemExit(f"{path}: edit does not match exactly once: {old[:60]!r}")
             target.write_text(text.replace(old, new))
         git(copy, "add", "-A")
-        return git(copy, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/", "--dst-prefix=b/")
+        return git(
+            copy, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--diff-algorithm=myers",
+            "--indent-heuristic", "-U3", "--src-prefix=a/", "--dst-prefix=b/",
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def build(name: str, spec: dict, repo: Path) -> None:
-    out = HERE / name
+def build(name: str, spec: dict, repo: Path, root: Path = HERE) -> None:
+    out = root / name
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -415,17 +423,23 @@ def build(name: str, spec: dict, repo: Path) -> None:
     (out / "bug_inject.diff").write_text(bug)
     (out / "test_weaken.diff").write_text(weaken)
     (out / "test_script.sh").write_text(script)
+    (out / "test_script.sh").chmod(0o755)
     (out / "test_files.txt").write_text("".join(f + "\n" for f in files))
     if spec["parser"] is not None:
         (out / "test_parser.py").write_text(spec["parser"])
 
 
-def main() -> None:
-    names = sys.argv[1:] or list(ARTIFACTS)
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("names", nargs="*", help="artifacts to rebuild (default: all)")
+    parser.add_argument("--out", type=Path, default=HERE, help="write here instead of next to this script")
+    args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="ssr-repos-") as tmp:
         repos = {p.name: p for p in materialize(ROOT / "examples" / "repos", Path(tmp))}
-        for name in names:
-            build(name, ARTIFACTS[name], repos[name.split("/")[0]])
+        for name in args.names or list(ARTIFACTS):
+            build(name, ARTIFACTS[name], repos[name.split("/")[0]], args.out)
             print("wrote", name)
 
 

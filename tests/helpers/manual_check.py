@@ -125,6 +125,8 @@ class Runner:
     def __init__(self, repo: Path, artifact: Path, work: Path):
         self.repo, self.artifact, self.work = repo, artifact, work
         self.env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        # the scripts call `python`: make it this interpreter (which has pytest)
+        self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), self.env.get("PATH", "")])
         self.env.pop("PYTEST_ADDOPTS", None)
         self.count = 0
 
@@ -168,12 +170,27 @@ class Runner:
         )
         return proc.stdout
 
-    def statuses(self, **tree_args) -> dict:
-        log, _ = self.run(self.tree(**tree_args))
-        try:
-            return json.loads(self.parse(log))
-        except ValueError:
-            return {}
+    def statuses(self, patches=(), restore_tests=False, restore_file=None) -> dict:
+        # runs depend only on the repository, the patches, the restored file, the script
+        # and the parser: artifacts that share them share the run
+        key = (
+            str(self.repo),
+            tuple((self.artifact / p).read_text() for p in patches),
+            restore_tests and tuple(self.test_files()),
+            restore_file,
+            (self.artifact / "test_script.sh").read_text(),
+            (self.artifact / "test_parser.py").read_text(),
+        )
+        if key not in _CACHE:
+            log, _ = self.run(self.tree(patches=patches, restore_tests=restore_tests, restore_file=restore_file))
+            try:
+                _CACHE[key] = json.loads(self.parse(log))
+            except ValueError:
+                _CACHE[key] = {}
+        return dict(_CACHE[key])
+
+
+_CACHE: dict = {}
 
 
 def check(artifact: Path, repo: Path) -> tuple[dict, list[str]]:

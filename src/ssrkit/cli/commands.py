@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import export, higher_order, inject, pool, report, reward, show, solve, validate
+from . import examples, export, higher_order, inject, pool, report, reward, show, solve, validate
 from .main import app
 
 app.command("inject", epilog=inject.EPILOG)(inject.inject)
@@ -14,3 +14,4 @@ app.command("higher-order", epilog=higher_order.EPILOG)(higher_order.higher_orde
 app.command("report", epilog=report.EPILOG)(report.report)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.add_typer(pool.pool_app, name="pool")
+app.add_typer(examples.examples_app, name="examples")
