@@ -32,7 +32,7 @@ def test_solve_regrade_patch_reward_higher_order(calc_artifact, engine, tmp_path
     [oracle] = json.loads(cli("solve", art, "--solver", "oracle", "--attempts", "1", "--json"))
     assert oracle["passed"] and oracle["attempt"] == "001"
     assert json.loads(cli("solve", art, "--solver", "null", "--attempts", "1", "--json")) == []
-    nulls = json.loads(cli("solve", art, "--solver", "null", "--attempts", "3", "--json"))
+    nulls = json.loads(cli("solve", art, "--solver", "null", "--attempts", "3", "--jobs", "2", "--json"))
     assert [(r["attempt"], r["solver"], r["passed"]) for r in nulls] == [("002", "null", False), ("003", "null", False)]
 
     # --regrade: every saved fix.diff again, no solver run
