@@ -206,7 +206,7 @@ def isolation_available() -> str | None:
 # -- process helpers -------------------------------------------------------------------------------------
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(process group, session) of `pid`."""
+    """(process group, session) of `pid`; None when it is gone or a zombie (nothing left to kill)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
@@ -214,6 +214,8 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
         return None
     rest = data[data.rfind(b")") + 2:].split()
     try:
+        if rest[0] in (b"Z", b"X"):
+            return None
         return int(rest[2]), int(rest[3])
     except (IndexError, ValueError):
         return None
