@@ -1,0 +1,145 @@
+"""`ssrkit inject`: write validated bug artifacts for a repository (procedural injector by default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..errors import SsrkitError
+from ..source import RepoSource
+from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, WorkdirOpt, config_for, console,
+                     print_json, sandbox_options)
+
+EPILOG = """
+[bold]Examples[/]
+
+  20 bugs from a local repository, every strategy, 2 workers:
+  [cyan]ssrkit inject build/repos/textkit --out runs/r1/artifacts --n 20 --jobs 2[/]
+
+  Only expression mutations, another seed, machine-readable list of the artifacts:
+  [cyan]ssrkit inject ~/src/mylib --out art/ --n 5 --strategy expression --seed 7 --json[/]
+
+  A repository inside a Docker image:
+  [cyan]ssrkit inject --image myorg/mylib:env --workdir /testbed --out art/ --n 10[/]
+
+Strategies share --n evenly: expression (comparison/arithmetic/boolean swaps, off-by-one, constants,
+argument drops), removal (statements, branches, loops, early returns, function bodies), history (revert code
+files to before a past fix), combine (2–3 valid bugs of this run in different files). Each artifact is
+validated before it is kept (out/<id>/validation.json). The same --seed gives the same artifacts; artifacts
+already in --out from the same seed are reused. Per-repository test settings: the [inject] section of the
+repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).
+
+Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on usage or environment errors.
+"""
+
+#: --agent NAME -> runner(source, out, options) -> (artifact dicts, stats dict). The LLM injector registers
+#: itself here when it is available (see `register_agent`).
+AgentRunner = Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]]
+AGENTS: dict[str, AgentRunner] = {}
+
+
+def register_agent(name: str, runner: AgentRunner) -> None:
+    """Make `--agent NAME` available. `runner(source, out, n=, jobs=, seed=, strategies=, config=, backend=,
+    options=, on_event=)` returns (list of artifact dicts as in `--json`, per-strategy stats)."""
+    AGENTS[name] = runner
+
+
+def _procedural(source: RepoSource, out: Path, **kw: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from ..inject.procedural import inject
+
+    result = inject(source, out, **kw)
+    return [a.to_dict() for a in result.artifacts], {k: v.to_dict() for k, v in result.stats.items()}
+
+
+register_agent("procedural", _procedural)
+
+
+def inject(
+    repo: Optional[Path] = typer.Argument(None, help="Local repository (a git working tree); or use --image.",
+                                          show_default=False),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the artifacts (out/<id>/).", show_default=False),
+    n: int = typer.Option(10, "--n", "-n", min=1, help="Number of valid artifacts to write."),
+    jobs: Optional[int] = JobsOpt,
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same artifacts."),
+    strategy: str = typer.Option("expression,removal,history,combine", "--strategy", "-s",
+                                 help="Comma-separated strategies: expression, removal, history, combine."),
+    agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model)."),
+    image: Optional[str] = ImageOpt,
+    workdir: Optional[str] = WorkdirOpt,
+    backend: Optional[str] = BackendOpt,
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default 90)."),
+    max_tries: Optional[int] = typer.Option(None, "--max-tries", min=1,
+                                            help="Candidates tried per strategy at most (default 20 per artifact + 20)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Re-map per-test coverage even if cached."),
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Inject bugs into a repository and keep the valid ones as artifacts.
+
+    Maps which tests cover which functions (per-test coverage, cached), applies bug operators to covered code, pre-screens each candidate with the covering tests (fail-fast), removes the tests that fail to write test_weaken.diff, then validates every artifact like `ssrkit validate`.
+    """
+    if (repo is None) == (image is None):
+        raise SsrkitError("give a repository path or --image NAME (exactly one)")
+    source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or "/testbed")
+    if agent not in AGENTS:
+        known = ", ".join(sorted(AGENTS))
+        raise SsrkitError(f"--agent {agent!r} is not available (available: {known})")
+    cfg = config_for(config, Path(source.path) if source.kind == "local" else None)
+    cfg.override("validate", timeout=timeout)
+    from ..inject.procedural import Event, parse_strategies
+
+    strategies = parse_strategies(strategy)
+    kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
+                                  backend=backend, options=sandbox_options(cfg), cache=not no_cache)
+    if agent == "procedural":
+        kwargs["max_tries"] = max_tries
+
+    if as_json:
+        artifacts, stats = AGENTS[agent](source, out, **kwargs)
+        print_json(artifacts)
+        raise typer.Exit(0 if len(artifacts) >= n else 1)
+
+    counts = {"tried": 0, "valid": 0}
+    with Progress(TextColumn("[bold]inject"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as progress:
+        task = progress.add_task("starting", total=n)
+
+        def on_event(e: Event) -> None:
+            if e.kind == "phase":
+                progress.update(task, description=escape(e.message))
+                return
+            o = e.outcome
+            counts["tried"] += 1
+            counts["valid"] += bool(o and o.valid)
+            progress.update(task, completed=min(n, counts["valid"]),
+                            description=f"{counts['tried']} tried, {counts['valid']} valid"
+                                        + (f" — {escape(o.candidate.strategy)}: {o.status}" if o else ""))
+
+        artifacts, stats = AGENTS[agent](source, out, on_event=on_event, **kwargs)
+    render(artifacts, stats, n, out)
+    raise typer.Exit(0 if len(artifacts) >= n else 1)
+
+
+def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: Path) -> None:
+    table = Table(title="candidates per strategy", title_justify="left")
+    for col in ("strategy", "tried", "valid", "kept", "yield", "discarded (why)"):
+        table.add_column(col, justify="left" if col in ("strategy", "discarded (why)") else "right")
+    for name, st in stats.items():
+        why = ", ".join(f"{k} {v}" for k, v in sorted(st.get("statuses", {}).items()) if k not in ("valid", "reused"))
+        table.add_row(name, str(st["tried"]), str(st["valid"]), str(st["kept"]), f"{st['yield']:.0%}", why)
+    console.print(table)
+    if artifacts:
+        arts = Table(title=f"artifacts in {escape(str(out))}", title_justify="left")
+        for col in ("id", "strategy", "operator", "target"):
+            arts.add_column(col, overflow="fold")
+        for a in artifacts:
+            arts.add_row(a["id"] + (" [dim](reused)[/]" if a.get("reused") else ""), a["strategy"],
+                         a["operator"], escape(a["target"]))
+        console.print(arts)
+    colour = "green" if len(artifacts) >= n else "yellow"
+    console.print(f"[{colour} bold]{len(artifacts)}/{n}[/] valid artifact(s) written")

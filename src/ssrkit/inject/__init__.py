@@ -1,0 +1,1 @@
+"""Bug injection (SPEC §4): the procedural injector (`procedural.inject`), its operators and test mapping."""

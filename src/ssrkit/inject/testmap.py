@@ -1,0 +1,194 @@
+"""Per-test coverage: which tests execute which lines and functions of the code (SPEC §4).
+
+The repository's whole suite runs once inside a sandbox under coverage.py with one dynamic context per test
+(the test's id as the artifact parsers write it: a pytest node id or a unittest `module.Class.method`), and
+each test's outcome is recorded. The result, a `TestMap`, is cached on disk per repository state and test
+command, so a second `ssrkit inject` on the same repository starts at once.
+
+The coverage helpers (`_cov/`) are copied into the sandbox's scratch directory and activated through a
+`sitecustomize` module on PYTHONPATH, so any test command — the full suite here, an artifact's
+`test_script.sh` in `repair` — gets per-test contexts without changes to the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from .. import __version__
+from ..errors import SsrkitError
+from ..fsutil import atomic_write_json, read_json
+from ..sandbox.base import Sandbox
+from ..testrun import PASSED
+from ..validate import cache_dir, is_test_like
+
+_HELPERS = ("sitecustomize.py", "ssrkit_cov.py", "ssrkit_cov_pytest.py", "dump.py")
+_OMIT = ["*/.venv/*", "*/venv/*", "*/site-packages/*", "*/.tox/*", "*/node_modules/*"]
+
+
+def helpers_version() -> str:
+    h = hashlib.sha256()
+    for name in _HELPERS:
+        h.update(resources.files("ssrkit.inject").joinpath("_cov").joinpath(name).read_bytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class TestMap:
+    """Tests, their outcomes and files, and the code lines each covers."""
+
+    __test__ = False  # not a pytest test class
+
+    contexts: list[str]
+    files: dict[str, dict[int, list[int]]]  # code path -> context index -> covered lines
+    outcomes: dict[str, str]  # test id -> passed / failed / skipped / error
+    test_files: dict[str, str]  # test id -> repository-relative file
+    seconds: float = 0.0
+    _by_line: dict[str, dict[int, frozenset[int]]] = field(default_factory=dict, repr=False)
+
+    # -- construction ----------------------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TestMap":
+        files = {p: {int(k): v for k, v in per.items()} for p, per in data["files"].items()}
+        return cls(list(data["contexts"]), files, dict(data["outcomes"]), dict(data["test_files"]),
+                   float(data.get("seconds", 0.0)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"contexts": self.contexts, "files": {p: {str(k): v for k, v in per.items()} for p, per in self.files.items()},
+                "outcomes": self.outcomes, "test_files": self.test_files, "seconds": round(self.seconds, 3)}
+
+    # -- queries ---------------------------------------------------------------------------------
+    def passing(self) -> set[str]:
+        return {t for t, s in self.outcomes.items() if s == PASSED}
+
+    def lines_by_test(self, path: str) -> dict[int, frozenset[int]]:
+        """line -> indices of the contexts covering it."""
+        if path not in self._by_line:
+            out: dict[int, set[int]] = {}
+            for ctx, lines in self.files.get(path, {}).items():
+                for line in lines:
+                    out.setdefault(line, set()).add(ctx)
+            self._by_line[path] = {k: frozenset(v) for k, v in out.items()}
+        return self._by_line[path]
+
+    def tests_covering(self, path: str, lines: Iterable[int], *, passing_only: bool = True) -> set[str]:
+        by_line = self.lines_by_test(path)
+        idx: set[int] = set()
+        for line in lines:
+            idx |= by_line.get(line, frozenset())
+        tests = {self.contexts[i] for i in idx}
+        if passing_only:
+            tests = {t for t in tests if self.outcomes.get(t) == PASSED}
+        return tests
+
+    def covered_lines(self, path: str, *, passing_only: bool = True) -> set[int]:
+        if not passing_only:
+            return set(self.lines_by_test(path))
+        ok = {i for i, c in enumerate(self.contexts) if self.outcomes.get(c) == PASSED}
+        return {line for line, ctxs in self.lines_by_test(path).items() if ctxs & ok}
+
+    def code_files(self, test_patterns: list[str]) -> list[str]:
+        return sorted(p for p in self.files if p.endswith(".py") and not is_test_like(p, test_patterns))
+
+    def file_of(self, test_id: str) -> str | None:
+        f = self.test_files.get(test_id)
+        if f is None and "::" in test_id:
+            f = test_id.split("::")[0]
+        return f
+
+    def tests_in(self, test_file: str) -> set[str]:
+        return {t for t in self.outcomes if self.file_of(t) == test_file}
+
+
+# -- collection ----------------------------------------------------------------------------------
+
+def install_helpers(sandbox: Sandbox) -> str:
+    """Copy the coverage helpers into the sandbox's scratch directory; return that directory."""
+    d = sandbox.scratch_path("ssrkit_cov")
+    for name in _HELPERS:
+        data = resources.files("ssrkit.inject").joinpath("_cov").joinpath(name).read_bytes()
+        sandbox.write_file(f"{d}/{name}", data)
+    return d
+
+
+def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str) -> str:
+    """Shell prefix that runs a command under per-test coverage writing into `out_dir`."""
+    rc = f"{out_dir}/coveragerc"
+    omit = ", ".join(_OMIT)
+    sandbox.write_file(rc, f"[run]\ndata_file = {out_dir}/.coverage\nparallel = True\nsource = {sandbox.root}\n"
+                           f"omit = {omit}\n")
+    q = shlex.quote
+    return (f"rm -f {q(out_dir)}/.coverage* {q(out_dir)}/outcomes-*.json; "
+            f"export COVERAGE_PROCESS_START={q(rc)} COVERAGE_CORE=ctrace SSRKIT_COV_DIR={q(out_dir)} "
+            f"PYTEST_PLUGINS=ssrkit_cov_pytest${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}} "
+            f"PYTHONPATH={q(helper_dir)}${{PYTHONPATH:+:$PYTHONPATH}}; ")
+
+
+def run_with_coverage(sandbox: Sandbox, command: str, *, python: str, timeout: float,
+                      name: str = "run") -> tuple[Any, TestMap]:
+    """Run `command` under per-test coverage; return (the command's ExecResult, the map)."""
+    helper_dir = install_helpers(sandbox)
+    out_dir = sandbox.scratch_path(f"ssrkit_cov_{name}")
+    sandbox.run(f"mkdir -p {shlex.quote(out_dir)}", timeout=30)
+    prefix = coverage_env_prefix(sandbox, helper_dir, out_dir)
+    started = time.monotonic()
+    res = sandbox.run(f"{prefix}{command}", timeout=timeout)
+    seconds = time.monotonic() - started
+    try:
+        sandbox.read_file(f"{out_dir}/no-coverage")
+        raise SsrkitError("per-test coverage needs the `coverage` package in the Python that runs the "
+                          f"repository's tests ({python}); install it there (pip install coverage)")
+    except FileNotFoundError:
+        pass
+    out_file = f"{out_dir}/map.json"
+    dump = sandbox.run(f"{python} {shlex.quote(helper_dir + '/dump.py')} {shlex.quote(sandbox.root)} "
+                       f"{shlex.quote(out_dir)} {shlex.quote(out_file)}", timeout=max(60.0, timeout / 4))
+    if not dump.ok:
+        raise SsrkitError(f"could not read the per-test coverage data: {dump.output.strip()[-400:]}")
+    data = json.loads(sandbox.read_file(out_file).decode("utf-8"))
+    data["seconds"] = seconds
+    return res, TestMap.from_json(data)
+
+
+def repo_fingerprint(sandbox: Sandbox) -> str:
+    """A hash of the sandbox's repository state: HEAD, uncommitted changes, untracked files."""
+    cmd = ("{ git rev-parse HEAD 2>/dev/null; git diff HEAD --binary 2>/dev/null; "
+           "git ls-files -z -o --exclude-standard 2>/dev/null | xargs -0 -r sha256sum 2>/dev/null; } | sha256sum")
+    res = sandbox.run(cmd, timeout=120)
+    if not res.ok:
+        raise SsrkitError(f"could not fingerprint the repository: {res.output.strip()[:200]}")
+    return res.output.split()[0][:32]
+
+
+def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float, fingerprint: str,
+                  cache: bool = True) -> TestMap:
+    """The per-test coverage map of the whole suite, from the cache when this state was mapped before."""
+    key = hashlib.sha256(f"{fingerprint}\0{command}\0{python}\0{helpers_version()}\0{__version__}".encode()).hexdigest()[:32]
+    path = cache_dir().parent / "testmaps" / f"{key}.json"
+    if cache and path.is_file():
+        try:
+            return TestMap.from_json(read_json(path))
+        except (OSError, ValueError, KeyError):
+            pass
+    res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite")
+    if res.timed_out:
+        raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage "
+                          f"(raise [inject] coverage_timeout or narrow the tests with [inject] args)")
+    if not tm.outcomes:
+        tail = "\n".join(res.output.strip().splitlines()[-15:])
+        raise SsrkitError(f"no test ran under `{command}` (exit code {res.exit_code}); set [inject] runner / "
+                          f"test_command in ssrkit.toml. Output:\n{tail}")
+    if cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, tm.to_json())
+        except OSError:
+            pass
+    return tm

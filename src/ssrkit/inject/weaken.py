@@ -1,0 +1,166 @@
+"""Test weakening: delete exactly the test functions that a bug makes fail (SPEC §4).
+
+Each failing test id is located (file, enclosing classes, function); the whole `def` goes — decorators,
+comment lines attached above it and the blank lines that separated it from the previous definition —
+so the file reads as if the test had never been written. A parametrized test that fails for some of
+its parameters is removed whole. A class left without tests (only `setUp` or helpers, and not used
+elsewhere in the module) is removed too. Nothing is commented
+out, and every other line of the file is kept byte for byte.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from .runner import TestLocation
+from .source_text import Edit, SourceText, apply_edits, node_first_line
+
+
+class WeakenError(ValueError):
+    """A failing test cannot be removed (not found, or not a function definition)."""
+
+
+@dataclass
+class _Target:
+    node: ast.AST
+    block: list[ast.stmt]
+
+
+def _find(st: SourceText, loc: TestLocation) -> _Target:
+    block: list[ast.stmt] = st.tree.body
+    classes: list[ast.ClassDef] = []
+    for name in loc.classes:
+        cls = next((n for n in block if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:
+            raise WeakenError(f"class {name} not found in {loc.file}")
+        classes.append(cls)
+        block = cls.body
+    func = _find_def(block, loc.name)
+    if func is None and classes:
+        # inherited test: look through the base classes defined in the same module
+        func_block = _find_in_bases(st.tree.body, classes[-1], loc.name, set())
+        if func_block is not None:
+            return _Target(*func_block)
+    if func is None:
+        raise WeakenError(f"test function {'.'.join((*loc.classes, loc.name))} not found in {loc.file}")
+    return _Target(func, block)
+
+
+def _find_def(block: list[ast.stmt], name: str):
+    found = None
+    for n in block:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name:
+            found = n  # the last definition wins, as in Python
+    return found
+
+
+def _find_in_bases(module: list[ast.stmt], cls: ast.ClassDef, name: str, seen: set[str]):
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id not in seen:
+            seen.add(base.id)
+            bcls = next((n for n in module if isinstance(n, ast.ClassDef) and n.name == base.id), None)
+            if bcls is None:
+                continue
+            func = _find_def(bcls.body, name)
+            if func is not None:
+                return func, bcls.body
+            found = _find_in_bases(module, bcls, name, seen)
+            if found is not None:
+                return found
+    return None
+
+
+def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>") -> str:
+    """`text` without the test functions at `locations` (all in this one file)."""
+    st = SourceText(text, path)
+    targets: dict[int, _Target] = {}
+    for loc in locations:
+        t = _find(st, loc)
+        targets[id(t.node)] = t
+    # a class whose every member goes is removed as a whole (repeat: nested classes)
+    parents = _parents(st.tree)
+    changed = True
+    while changed:
+        changed = False
+        for cls, block in parents:
+            if id(cls) in targets or not isinstance(cls, ast.ClassDef):
+                continue
+            members = [m for m in cls.body if not _is_docstring(m, cls.body)]
+            left = [m for m in members if id(m) not in targets]
+            testless = not any(_holds_tests(m) for m in left) and not _referenced(st.tree, cls)
+            if members and (not left or (testless and len(left) < len(members))):
+                for m in cls.body:
+                    targets.pop(id(m), None)
+                targets[id(cls)] = _Target(cls, block)
+                changed = True
+    edits = [_delete_edit(st, t.node) for t in targets.values()]
+    new = apply_edits(text, _merge_edits(edits))
+    try:
+        ast.parse(new)
+    except SyntaxError as e:
+        raise WeakenError(f"removing the tests from {path} would break its syntax ({e.msg})") from None
+    return new
+
+
+def _holds_tests(node: ast.AST) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name.startswith("test")
+    if isinstance(node, ast.ClassDef):
+        return any(_holds_tests(m) for m in node.body)
+    return False
+
+
+def _referenced(tree: ast.Module, cls: ast.ClassDef) -> bool:
+    """Is the class's name used anywhere else in the module (a base class, a helper)?"""
+    inside = {id(n) for n in ast.walk(cls)}
+    return any(isinstance(n, ast.Name) and n.id == cls.name and id(n) not in inside for n in ast.walk(tree))
+
+
+def _merge_edits(edits: list[Edit]) -> list[Edit]:
+    """Adjacent deletions may share blank lines: merge overlapping ranges."""
+    out: list[Edit] = []
+    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+        if out and e.start <= out[-1].end:
+            last = out.pop()
+            out.append(Edit(last.start, max(last.end, e.end), ""))
+        else:
+            out.append(e)
+    return out
+
+
+def _is_docstring(stmt: ast.stmt, block: list[ast.stmt]) -> bool:
+    return stmt is block[0] and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
+        and isinstance(stmt.value.value, str)
+
+
+def _parents(tree: ast.Module) -> list[tuple[ast.ClassDef, list[ast.stmt]]]:
+    out = []
+
+    def visit(block: list[ast.stmt]) -> None:
+        for n in block:
+            if isinstance(n, ast.ClassDef):
+                visit(n.body)
+                out.append((n, block))
+
+    visit(tree.body)
+    return out  # innermost classes first
+
+
+def _delete_edit(st: SourceText, node: ast.AST) -> Edit:
+    first = node_first_line(node)
+    last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    # comment lines attached directly above belong to the test
+    while first > 1 and st.lines[first - 2].strip().startswith("#"):
+        first -= 1
+    # take the blank lines that separate it from what comes before; if it is the first thing in its block,
+    # take the blank lines after it instead
+    above = first
+    while above > 1 and not st.lines[above - 2].strip():
+        above -= 1
+    if above < first and above > 1 and not st.lines[above - 2].rstrip().endswith(":"):
+        first = above
+    else:
+        while last < len(st.lines) and not st.lines[last].strip():
+            last += 1
+    return Edit(st.line_start(first), st.line_end(last), "")

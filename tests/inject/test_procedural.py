@@ -1,0 +1,156 @@
+"""The procedural pipeline on tiny repositories: valid artifacts of every family, pre-screen discards,
+exact weakening, same seed ⇒ same artifacts, duplicates skipped."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from ssrkit import patch as patches
+from ssrkit.artifact import CORE_FILES, Artifact
+from ssrkit.inject.procedural import Candidate, Session, inject
+from ssrkit.inject.runner import locate_test
+from ssrkit.validate import Settings, Validator
+
+from conftest import CALC_TEXT
+
+
+@pytest.fixture(scope="module")
+def calc_run(calc_repo, dir_sandbox, tmp_path_factory):
+    out = tmp_path_factory.mktemp("calc-out")
+    result = inject(calc_repo, out, n=4, seed=1, sandbox_factory=dir_sandbox)
+    return result, out
+
+
+def test_every_family_gives_a_valid_artifact(calc_run, calc_repo):
+    result, out = calc_run
+    assert len(result.artifacts) == 4
+    assert sorted(a.strategy for a in result.artifacts) == ["combine", "expression", "history", "removal"]
+    assert result.runner == "pytest"
+    for a in result.artifacts:
+        art = Artifact(a.path)
+        assert a.path == out / a.id == Path(art.validation["artifact"])
+        assert art.validation["valid"] is True and art.validation["fail_to_pass"]
+        assert art.id == art.content_id() == a.id
+        meta = tomllib.loads((a.path / "artifact.toml").read_text())
+        assert meta["strategy"] == a.strategy
+        assert meta["injector"]["agent"] == "procedural" and meta["injector"]["seed"] == 1
+        assert meta["injector"]["operator"] == a.operator and meta["injector"]["target"] == a.target
+        assert meta["repo"] == {"kind": "local", "path": str(calc_repo)}
+        # the bug touches code only, the weakening test files only
+        assert all(f.startswith("calc/") for f in patches.touched_files(art.bug_diff))
+        assert set(patches.touched_files(art.weaken_diff)) <= set(art.test_files)
+        assert art.test_script.startswith("#!/usr/bin/env bash\npython -m pytest -rA -p no:cacheprovider ")
+        assert "short test summary" in art.test_parser  # the pytest parser template
+    history = next(a for a in result.artifacts if a.strategy == "history")
+    assert history.operator == "history_revert" and "Fix clamp" in history.detail
+    combine = next(a for a in result.artifacts if a.strategy == "combine")
+    assert len(patches.touched_files(Artifact(combine.path).bug_diff)) >= 2
+    assert not (out / ".staging").exists()
+
+
+def test_weakening_removes_exactly_the_failing_tests(calc_run):
+    result, _ = calc_run
+    for a in result.artifacts:
+        art = Artifact(a.path)
+        f2p = art.validation["fail_to_pass"]
+        expected = {(loc.file, loc.name) for loc in (locate_test(t, "pytest") for t in f2p)}
+        removed = set()
+        for path, diff in patches.split_by_file(art.weaken_diff).items():
+            removed |= {(path, m) for m in re.findall(r"^-[ \t]*def (test_\w+)\(", diff, re.M)}
+            assert not re.search(r"^\+", diff.split("@@", 1)[1], re.M)  # only deletions, nothing commented out
+        assert removed == expected, a
+
+
+def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_repo, dir_sandbox, tmp_path):
+    result, out = calc_run
+    again = inject(calc_repo, tmp_path, n=4, seed=1, jobs=2, sandbox_factory=dir_sandbox)
+    assert [a.id for a in again.artifacts] == [a.id for a in result.artifacts]
+    for a, b in zip(result.artifacts, again.artifacts):
+        for name in CORE_FILES:
+            assert (a.path / name).read_bytes() == (b.path / name).read_bytes()
+        meta_a = (a.path / "artifact.toml").read_text().splitlines()
+        meta_b = (b.path / "artifact.toml").read_text().splitlines()
+        assert [l for l in meta_a if not l.startswith("created")] == [l for l in meta_b if not l.startswith("created")]
+
+
+def test_artifacts_pass_a_fresh_validation(calc_run, dir_sandbox):
+    """What `ssrkit validate` would say, with fresh sandboxes and no cache."""
+    result, _ = calc_run
+
+    class FreshValidator(Validator):
+        def open(self, source):
+            return dir_sandbox(source)
+
+        def fingerprint(self, source):
+            return "fresh"
+
+    validator = FreshValidator(Settings(cache=False))
+    combine = next(a for a in result.artifacts if a.strategy == "combine")
+    art = Artifact(combine.path)
+    report = validator.validate(art, art.metadata.repo)
+    assert report.valid, report.first_failure
+    assert {c.name for c in report.checks if c.status == "passed"} >= {"inverse_mutation", "weaken_hides"}
+
+
+@pytest.fixture(scope="module")
+def session(calc_repo, dir_sandbox, calc_run, tmp_path_factory):
+    _, out = calc_run
+    with Session(calc_repo, out, seed=99, sandbox_factory=dir_sandbox) as s:
+        s.setup(history=False)
+        yield s
+
+
+def _candidate(session, path: str, new_text: str, tests: list[str] | None = None) -> Candidate:
+    tests = tests or sorted(t for t in session.testmap.outcomes if "test_text" in t)
+    return Candidate("expression", 0, "manual", path, "hand-made", files={path: new_text}, prescreen_tests=tests)
+
+
+def test_prescreen_discards_harmless_and_non_importing_mutants(session):
+    harmless = CALC_TEXT.replace('return text.upper() + mark', 'return (text.upper() + mark)')
+    out = session.evaluate(_candidate(session, "calc/text.py", harmless))
+    assert (out.status, out.runs) == ("harmless", 1)  # one fail-fast run, nothing else
+    broken = CALC_TEXT.replace('def initials(name, sep=""):', 'import no_such_module_xyz\n\n\ndef initials(name, sep=""):')
+    out = session.evaluate(_candidate(session, "calc/text.py", broken))
+    assert (out.status, out.runs) == ("import_error", 1)
+    unchanged = session.evaluate(_candidate(session, "calc/text.py", CALC_TEXT))
+    assert unchanged.status == "unchanged" and unchanged.runs == 0
+
+
+def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):
+    result, _ = calc_run
+    expr = next(a for a in result.artifacts if a.strategy == "expression")
+    path = patches.touched_files(Artifact(expr.path).bug_diff)[0]
+    sb = session.engine.sandbox()
+    sb.reset("pristine")
+    sb.apply_patch(Artifact(expr.path).bug_diff)
+    buggy = sb.read_file(path).decode()
+    out = session.evaluate(_candidate(session, path, buggy))
+    assert out.status == "duplicate" and expr.id in out.message
+
+
+def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, dir_sandbox):
+    result, out = calc_run
+    before = {p.name: (p / "validation.json").read_bytes() for p in out.iterdir() if p.is_dir()}
+    again = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", sandbox_factory=dir_sandbox)
+    assert all(a.reused for a in again.artifacts)
+    assert {a.id for a in again.artifacts} <= set(before)
+    assert again.stats["expression"].runs == 0 and again.stats["removal"].runs == 0
+    after = {p.name: (p / "validation.json").read_bytes() for p in out.iterdir() if p.is_dir()}
+    assert after == before
+
+
+def test_unittest_repository(units_repo, dir_sandbox, tmp_path):
+    result = inject(units_repo, tmp_path, n=2, seed=3, strategies="expression,removal", sandbox_factory=dir_sandbox)
+    assert result.runner == "unittest" and len(result.artifacts) == 2
+    for a in result.artifacts:
+        art = Artifact(a.path)
+        assert art.validation["valid"]
+        assert art.test_script == "#!/usr/bin/env bash\npython -m unittest -v tests.test_ops 2>&1\n"
+        assert all(t.startswith("tests.test_ops.Test") for t in art.validation["fail_to_pass"])
+    summary = json.dumps(result.to_dict())
+    assert '"yield"' in summary
