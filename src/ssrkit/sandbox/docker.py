@@ -61,20 +61,20 @@ _KEEPER = f"trap '' TERM INT HUP; while :; do sleep {_KEEPER_ARG} & wait; done"
 _KILL_FN = (
     "_ssrkit_kill() { local n=0 d p a b s; for d in /proc/[0-9]*; do p=${d#/proc/}; "
     "[[ $p == 1 || $p == $$ || $p == $BASHPID ]] && continue; "
-    "{ IFS= read -r -d '' a; IFS= read -r -d '' b; } < \"$d/cmdline\" 2>/dev/null; "
+    "{ IFS= read -r -d '' a; IFS= read -r -d '' b; } 2>/dev/null < \"$d/cmdline\"; "
     f"[[ $a == sleep && $b == {_KEEPER_ARG} ]] && continue; "
-    "IFS= read -r s < \"$d/stat\" 2>/dev/null || continue; s=${s##*) }; [[ ${s:0:1} == Z ]] && continue; "
+    "IFS= read -r s 2>/dev/null < \"$d/stat\" || continue; s=${s##*) }; [[ ${s:0:1} == Z ]] && continue; "
     "kill -9 \"$p\" 2>/dev/null && n=$((n+1)); done; ((n > 0)); }; "
     "_ssrkit_killall() { local i=0; while _ssrkit_kill && ((i++ < 300)); do :; done; }; "
 )
-_KILL_ALL = _KILL_FN + "_ssrkit_killall; _ssrkit_kill && echo left || echo clean"
+_KILL_ALL = _KILL_FN + "_ssrkit_killall 2>/dev/null; _ssrkit_kill 2>/dev/null && echo left || echo clean"
 # stdout carries the command's output (stderr merged into it); the exit code comes back on stderr
 _WRAPPER = (
     'exec 3>&2 2>&1; ulimit -c 0 2>/dev/null; {limits}'
     'cd "$1" || {{ echo "ssrkit:rc=1" >&3; exit 1; }}; '
     'if [ -n "$3" ]; then "$BASH" -c "$2" < "$3" 3>&-; else "$BASH" -c "$2" < /dev/null 3>&-; fi; rc=$?; '
     '[ -n "$3" ] && rm -f "$3"; '
-) + _KILL_FN + '_ssrkit_killall; echo "ssrkit:rc=$rc" >&3; exit $rc'
+) + _KILL_FN + '_ssrkit_killall 2>/dev/null; echo "ssrkit:rc=$rc" >&3; exit $rc'
 
 _BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
