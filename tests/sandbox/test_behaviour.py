@@ -173,6 +173,10 @@ def test_write_and_read_files(opener, shared_repo):
     assert sb.run("cat new/dir/hello.txt", timeout=30).output == "hi there\n"
     sb.write_file("tool.sh", "#!/bin/sh\necho tool ran\n", mode=0o755)
     assert sb.run("./tool.sh", timeout=30).output == "tool ran\n"
+    sb.write_file("tool.sh", "#!/bin/sh\necho tool ran again\n")  # rewriting keeps the mode
+    assert sb.run("./tool.sh", timeout=30).output == "tool ran again\n"
+    sb.write_file("run.sh", "#!/bin/sh\necho edited\n")
+    assert sb.run("./run.sh", timeout=30).output == "edited\n"
     blob = bytes(range(256))
     sb.write_file(sb.scratch_path("blob.bin"), blob)
     assert sb.read_file(sb.scratch_path("blob.bin")) == blob

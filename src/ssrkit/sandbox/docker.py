@@ -18,8 +18,10 @@ swept when the next sandbox starts.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import json
 import logging
 import os
 import posixpath
@@ -394,12 +396,33 @@ class DockerSandbox(Sandbox):
         if not ok:
             raise SandboxError(f"could not write {path} in the container")
 
+    def _existing_mode(self, path: str) -> int | None:
+        """Permission bits of `path` in the container (HEAD on the archive endpoint), None if absent."""
+        api = self.client.api
+        try:
+            res = api.head(api._url("/containers/{0}/archive", self.container.id), params={"path": path})
+        except Exception:  # noqa: BLE001
+            return None
+        hdr = res.headers.get("X-Docker-Container-Path-Stat") if res.status_code == 200 else None
+        if not hdr:
+            return None
+        try:
+            st = json.loads(base64.b64decode(hdr))
+        except ValueError:
+            return None
+        if st.get("mode", 0) & (1 << 31):  # a directory
+            raise IsADirectoryError(path)
+        return int(st.get("mode", 0o644)) & 0o777
+
     def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        """Write a file; an existing file keeps its permissions unless `mode` is given (default 0644)."""
         with self._lock:
             self._check_open()
             p = self._path(path)
             if isinstance(data, str):
                 data = data.encode("utf-8")
+            if mode is None:
+                mode = self._existing_mode(p)
             self._put_file(p, data, 0o644 if mode is None else mode)
 
     def read_file(self, path: str) -> bytes:
