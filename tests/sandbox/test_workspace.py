@@ -180,20 +180,35 @@ def test_docker_cleanup_on_signal(shared_repo, image_for, sig):
         docker.from_env().containers.get(name)
 
 
-def test_hidden_paths_are_invisible_with_bwrap(shared_repo, tmp_path):
+def test_hidden_paths_are_invisible_with_bwrap(shared_repo):
+    import shutil
+    import tempfile
+
     from ssrkit.sandbox import SandboxOptions
     from ssrkit.sandbox.local import LocalSandbox, isolation_available
 
     if isolation_available():
         pytest.skip(f"needs bubblewrap: {isolation_available()}")
+    # not under /tmp, which is private in the sandbox anyway
+    tmp_path = Path(tempfile.mkdtemp(prefix="ssrkit-hide-", dir="/var/tmp"))
+    try:
+        _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox):
     secret_dir = tmp_path / "artifact"
     secret_dir.mkdir()
     (secret_dir / "bug_inject.diff").write_text("the answer\n")
     secret_file = tmp_path / "answer.txt"
     secret_file.write_text("the answer\n")
+    probe = f"ls -A {secret_dir}; cat {secret_file}; echo end"
+    with LocalSandbox(shared_repo, isolation="bwrap") as sb:  # control: visible (read-only) by default
+        assert sb.run(probe, timeout=30).output.count("the answer") == 1
     opts = SandboxOptions(hide=[str(secret_dir), str(secret_file), str(shared_repo)])
     with LocalSandbox(shared_repo, opts, isolation="bwrap") as sb:
-        res = sb.run(f"ls -A {secret_dir}; cat {secret_file}; echo end", timeout=30)
+        res = sb.run(probe, timeout=30)
         assert "the answer" not in res.output and "bug_inject" not in res.output
         # the repository itself is never hidden
         assert sb.run("cat notes.txt", timeout=30).output == "untracked notes\n"
