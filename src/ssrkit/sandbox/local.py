@@ -414,7 +414,11 @@ class LocalSandbox(Sandbox):
         with self._lock:
             self._check_open()
             dest = os.path.join(self.dir, "snaps", uuid.uuid4().hex[:12])
-            tree = self.ws.snapshot(dest)
+            try:
+                tree = self.ws.snapshot(dest)
+            except OSError as e:  # e.g. a command made a directory unreadable (as a normal user)
+                force_rmtree(dest)
+                raise SandboxError(f"could not snapshot the workspace: {e}") from None
             if tree.path == dest:
                 self._owned.append(tree)
             self._snapshots[name] = tree
