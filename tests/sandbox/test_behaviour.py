@@ -248,6 +248,16 @@ def test_snapshot_and_reset_are_exact(opener, shared_repo):
     assert tree_digest(sb) == pristine
     sb.reset(PRISTINE)  # resetting an unchanged tree is a no-op
     assert tree_digest(sb) == pristine
+    # switching between snapshots with nothing run in between
+    sb.reset("work")
+    sb.reset(PRISTINE)
+    sb.reset("work")
+    assert tree_digest(sb) == changed
+    sb.reset(PRISTINE)
+    sb.snapshot("again")  # snapshot of an untouched tree
+    sb.reset("work")
+    sb.reset("again")
+    assert tree_digest(sb) == pristine
     with pytest.raises(SandboxError, match="no snapshot named 'nope'"):
         sb.reset("nope")
 
