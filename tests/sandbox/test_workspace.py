@@ -212,3 +212,23 @@ def _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox):
         assert "the answer" not in res.output and "bug_inject" not in res.output
         # the repository itself is never hidden
         assert sb.run("cat notes.txt", timeout=30).output == "untracked notes\n"
+
+
+_FORK = textwrap.dedent("""\
+    import os, sys
+    sys.path.insert(0, {src!r})
+    from ssrkit.sandbox.local import LocalSandbox
+    sb = LocalSandbox({repo!r}, isolation="none")
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # a normal exit: the child runs the atexit handlers it inherited
+    os.waitpid(pid, 0)
+    print(os.path.isdir(sb.dir), sb.run("echo ok", timeout=30).output.strip())
+    sb.close()
+""")
+
+
+def test_forked_child_exit_does_not_close_parent_sandboxes(shared_repo):
+    code = _FORK.format(src=SRC, repo=str(shared_repo))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "ok"], out.stderr
