@@ -94,7 +94,7 @@ _swept_lock = threading.Lock()
 
 def _docker_module():
     try:
-        import docker  # noqa: F401
+        import docker
     except ImportError:  # pragma: no cover - docker is a dependency
         raise SandboxError("the `docker` Python package is not installed (pip install docker)") from None
     import docker
@@ -112,7 +112,8 @@ def client(timeout: int = 120):
     except Exception as e:  # noqa: BLE001 - any failure means: no engine
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise SandboxError(f"Docker engine not reachable at {host} ({msg}): start Docker or use --backend local") from None
+        raise SandboxError(
+            f"Docker engine not reachable at {host} ({msg}): start Docker or use --backend local") from None
 
 
 def docker_available() -> str | None:
