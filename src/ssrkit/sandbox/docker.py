@@ -176,6 +176,7 @@ class DockerSandbox(Sandbox):
         self._snaps: set[str] = set()
         self._n = 0
         self._tree_helper = False
+        self._clean: str | None = None  # the snapshot the tree equals while nothing touched it
         self.container = None
         self.client = docker_client or client()
         docker = _docker_module()
@@ -262,6 +263,7 @@ class DockerSandbox(Sandbox):
             return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
+        self._clean = None
         api = self.client.api
         start = time.monotonic()
         in_cwd = self.root if cwd is None else posixpath.normpath(posixpath.join(self.root, cwd))
@@ -424,6 +426,7 @@ class DockerSandbox(Sandbox):
                 data = data.encode("utf-8")
             if mode is None:
                 mode = self._existing_mode(p)
+            self._clean = None
             self._put_file(p, data, 0o644 if mode is None else mode)
 
     def read_file(self, path: str) -> bytes:
@@ -460,9 +463,13 @@ class DockerSandbox(Sandbox):
     def snapshot(self, name: str) -> None:
         with self._lock:
             self._check_open()
+            if self._clean == name:
+                return
+            self._clean = None
             if self._tree_helper:
                 self._helper("snapshot", name)
                 self._snaps.add(name)
+                self._clean = name
                 return
             d = _snap_dir(name)
             q, r = shlex.quote(d), shlex.quote(self.root)
@@ -471,6 +478,7 @@ class DockerSandbox(Sandbox):
             if code != 0:
                 raise SandboxError(f"could not snapshot the container's repository: {out.strip()[:300]}")
             self._snaps.add(name)
+            self._clean = name
 
     def reset(self, name: str = PRISTINE) -> None:
         with self._lock:
@@ -478,14 +486,19 @@ class DockerSandbox(Sandbox):
             if name not in self._snaps:
                 known = ", ".join(sorted(self._snaps)) or "none"
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
+            if self._clean == name:
+                return
+            self._clean = None
             if self._tree_helper:
                 self._helper("reset", name)
+                self._clean = name
                 return
             q, r = shlex.quote(_snap_dir(name)), shlex.quote(self.root)
             code, out = self._exec_simple(
                 f"find {r} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && cp -a {q}/. {r}/", timeout=900)
             if code != 0:
                 raise SandboxError(f"could not reset the container's repository: {out.strip()[:300]}")
+            self._clean = name
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:
