@@ -10,7 +10,7 @@ Two repositories are generated in a temp dir: `small` (about 20 files) and `medi
   exec        `true` through `run()` (process start, isolation, output pipe, leftover check)
   snapshot    `snapshot()` after one file changed
   reset       `reset()` after ten files changed (modified, added, deleted)
-  reset noop  `reset()` when nothing changed
+  reset noop  `reset()` when nothing ran since the last reset (known clean: no work at all)
 For docker the image is built first (not timed here; it is printed separately).
 """
 
@@ -105,6 +105,7 @@ def main() -> None:
         nfiles = sum(len(f) for _, _, f in os.walk(repo))
         mb = sum(os.path.getsize(os.path.join(d, x)) for d, _, f in os.walk(repo) for x in f) / 1e6
         print(f"{name}: {nfiles} files (.git included), {mb:.0f} MB at {repo}")
+    images: list[str] = []
     cols = ["setup cold", "setup warm", "exec", "snapshot", "reset", "reset noop"]
     print(f"\n{'backend':<12} {'repo':<7} " + " ".join(f"{c:>10}" for c in cols) + "   (ms)")
     for backend in args.backends.split(","):
@@ -128,11 +129,14 @@ def main() -> None:
                     continue
                 t = time.perf_counter()
                 tag = build_image(repo, tag=f"ssrkit-bench/{name}:latest")
+                images.append(tag)
                 print(f"{'':<12} {name:<7} (image build {time.perf_counter() - t:.1f} s)")
                 source = RepoSource.from_image(tag)
             r = bench(source, args.runs)
             print(f"{backend:<12} {name:<7} " + " ".join(f"{ms(r[c]):>10}" for c in cols))
     subprocess.run(["rm", "-rf", str(root)])
+    if images:
+        subprocess.run(["docker", "rmi", "-f", *images], capture_output=True)
 
 
 if __name__ == "__main__":

@@ -106,7 +106,8 @@ def build_base_image(tag: str = BASE_IMAGE, *, suite: str = BASE_SUITE, mirror: 
     mirror = mirror or apt_mirror(suite)
     os.makedirs(cache_dir, exist_ok=True)
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="ssrkit-base-", dir="/var/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ssrkit-base-", dir=_scratch_dir(2 << 30)) as tmp, \
+            tempfile.TemporaryDirectory(prefix="ssrkit-base-tar-", dir="/var/tmp") as tar_dir:
         rootfs = os.path.join(tmp, "rootfs")
         cmd = ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}",
                f"--cache-dir={cache_dir}", suite, rootfs, mirror]
@@ -117,7 +118,7 @@ def build_base_image(tag: str = BASE_IMAGE, *, suite: str = BASE_SUITE, mirror: 
             raise SsrkitError(f"debootstrap failed (mirror {mirror}): {tail}")
         log(f"debootstrap done in {time.monotonic() - started:.0f}s")
         _trim_rootfs(rootfs)
-        tar_path = os.path.join(tmp, "rootfs.tar")
+        tar_path = os.path.join(tar_dir, "rootfs.tar")
         subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", tar_path, "."], check=True)
         repo, _, tg = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
         changes = ['ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
@@ -126,6 +127,18 @@ def build_base_image(tag: str = BASE_IMAGE, *, suite: str = BASE_SUITE, mirror: 
         c.api.import_image(src=tar_path, repository=repo, tag=tg, changes=changes)
     log(f"built {tag} in {time.monotonic() - started:.0f}s")
     return tag
+
+
+def _scratch_dir(need: int) -> str:
+    """/dev/shm when it has `need` bytes free: dpkg fsyncs every file it unpacks, which is free on tmpfs
+    (debootstrap takes about half the time there), else /var/tmp."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= need and os.access("/dev/shm", os.W_OK):
+            return "/dev/shm"
+    except OSError:
+        pass
+    return "/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir()
 
 
 def _trim_rootfs(rootfs: str) -> None:

@@ -173,6 +173,10 @@ def test_write_and_read_files(opener, shared_repo):
     assert sb.run("cat new/dir/hello.txt", timeout=30).output == "hi there\n"
     sb.write_file("tool.sh", "#!/bin/sh\necho tool ran\n", mode=0o755)
     assert sb.run("./tool.sh", timeout=30).output == "tool ran\n"
+    sb.write_file("tool.sh", "#!/bin/sh\necho tool ran again\n")  # rewriting keeps the mode
+    assert sb.run("./tool.sh", timeout=30).output == "tool ran again\n"
+    sb.write_file("run.sh", "#!/bin/sh\necho edited\n")
+    assert sb.run("./run.sh", timeout=30).output == "edited\n"
     blob = bytes(range(256))
     sb.write_file(sb.scratch_path("blob.bin"), blob)
     assert sb.read_file(sb.scratch_path("blob.bin")) == blob
@@ -243,6 +247,16 @@ def test_snapshot_and_reset_are_exact(opener, shared_repo):
     sb.reset(PRISTINE)
     assert tree_digest(sb) == pristine
     sb.reset(PRISTINE)  # resetting an unchanged tree is a no-op
+    assert tree_digest(sb) == pristine
+    # switching between snapshots with nothing run in between
+    sb.reset("work")
+    sb.reset(PRISTINE)
+    sb.reset("work")
+    assert tree_digest(sb) == changed
+    sb.reset(PRISTINE)
+    sb.snapshot("again")  # snapshot of an untouched tree
+    sb.reset("work")
+    sb.reset("again")
     assert tree_digest(sb) == pristine
     with pytest.raises(SandboxError, match="no snapshot named 'nope'"):
         sb.reset("nope")

@@ -178,3 +178,57 @@ def test_docker_cleanup_on_signal(shared_repo, image_for, sig):
     assert name
     with pytest.raises(docker.errors.NotFound):
         docker.from_env().containers.get(name)
+
+
+def test_hidden_paths_are_invisible_with_bwrap(shared_repo):
+    import shutil
+    import tempfile
+
+    from ssrkit.sandbox import SandboxOptions
+    from ssrkit.sandbox.local import LocalSandbox, isolation_available
+
+    if isolation_available():
+        pytest.skip(f"needs bubblewrap: {isolation_available()}")
+    # not under /tmp, which is private in the sandbox anyway
+    tmp_path = Path(tempfile.mkdtemp(prefix="ssrkit-hide-", dir="/var/tmp"))
+    try:
+        _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox)
+    finally:
+        shutil.rmtree(tmp_path)
+
+
+def _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox):
+    secret_dir = tmp_path / "artifact"
+    secret_dir.mkdir()
+    (secret_dir / "bug_inject.diff").write_text("the answer\n")
+    secret_file = tmp_path / "answer.txt"
+    secret_file.write_text("the answer\n")
+    probe = f"ls -A {secret_dir}; cat {secret_file}; echo end"
+    with LocalSandbox(shared_repo, isolation="bwrap") as sb:  # control: visible (read-only) by default
+        assert sb.run(probe, timeout=30).output.count("the answer") == 1
+    opts = SandboxOptions(hide=[str(secret_dir), str(secret_file), str(shared_repo)])
+    with LocalSandbox(shared_repo, opts, isolation="bwrap") as sb:
+        res = sb.run(probe, timeout=30)
+        assert "the answer" not in res.output and "bug_inject" not in res.output
+        # the repository itself is never hidden
+        assert sb.run("cat notes.txt", timeout=30).output == "untracked notes\n"
+
+
+_FORK = textwrap.dedent("""\
+    import os, sys
+    sys.path.insert(0, {src!r})
+    from ssrkit.sandbox.local import LocalSandbox
+    sb = LocalSandbox({repo!r}, isolation="none")
+    pid = os.fork()
+    if pid == 0:
+        sys.exit(0)  # a normal exit: the child runs the atexit handlers it inherited
+    os.waitpid(pid, 0)
+    print(os.path.isdir(sb.dir), sb.run("echo ok", timeout=30).output.strip())
+    sb.close()
+""")
+
+
+def test_forked_child_exit_does_not_close_parent_sandboxes(shared_repo):
+    code = _FORK.format(src=SRC, repo=str(shared_repo))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "ok"], out.stderr

@@ -1,8 +1,13 @@
-"""Sandboxes: private, resettable copies of a repository where untrusted code runs (SPEC §3)."""
+"""Sandboxes: private, resettable copies of a repository where untrusted code runs (SPEC §3).
+
+Backends: `local` (`sandbox/local.py`: a RAM workspace, bubblewrap isolation when available) and `docker`
+(`sandbox/docker.py`: one container per sandbox). `open_sandbox` picks one and takes the `pristine` snapshot.
+"""
 
 from .base import PRISTINE, ExecResult, Limits, Sandbox, SandboxOptions, sanitized_env
 
-__all__ = ["PRISTINE", "ExecResult", "Limits", "Sandbox", "SandboxOptions", "sanitized_env", "open_sandbox"]
+__all__ = ["PRISTINE", "ExecResult", "Limits", "Sandbox", "SandboxOptions", "sanitized_env", "open_sandbox",
+           "fingerprint", "docker_available"]
 
 
 def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None = None) -> Sandbox:
@@ -14,3 +19,17 @@ def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None =
     from .factory import open_sandbox as _open
 
     return _open(source, backend, options or SandboxOptions())
+
+
+def fingerprint(source) -> str:
+    """A cheap key of the repository state a sandbox of `source` starts from (see `factory.fingerprint`)."""
+    from .factory import fingerprint as _fp
+
+    return _fp(source)
+
+
+def docker_available() -> str | None:
+    """None when a Docker engine answers, else the reason."""
+    from .factory import docker_available as _avail
+
+    return _avail()

@@ -4,12 +4,14 @@ Every backend registers each sandbox it opens; `close_all()` runs from `atexit`.
 default action would end the interpreter without running `atexit`) are turned into `SystemExit` when no one
 else handles them, so `kill PID` also removes containers and temporary directories. Ctrl-C raises
 KeyboardInterrupt, which unwinds through the sandboxes' `finally` blocks and then reaches `atexit`.
+A forked child starts with an empty registry: it never closes its parent's sandboxes.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import os
 import signal
 import threading
 from typing import Protocol
@@ -25,6 +27,17 @@ _lock = threading.RLock()
 _live: dict[int, _Closable] = {}
 _hooks: list = []  # extra callables run after the sandboxes are closed (temp roots, cgroups)
 _installed = False
+_owner = os.getpid()
+
+
+def _forget_in_child() -> None:
+    global _owner
+    _owner = os.getpid()
+    _live.clear()
+    _hooks.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def register(obj: _Closable) -> None:
@@ -46,6 +59,8 @@ def add_hook(fn) -> None:
 
 
 def close_all() -> None:
+    if os.getpid() != _owner:
+        return  # a forked child must never tear down its parent's sandboxes
     with _lock:
         objs = list(_live.values())
         hooks = list(_hooks)

@@ -18,8 +18,10 @@ swept when the next sandbox starts.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
+import json
 import logging
 import os
 import posixpath
@@ -61,20 +63,20 @@ _KEEPER = f"trap '' TERM INT HUP; while :; do sleep {_KEEPER_ARG} & wait; done"
 _KILL_FN = (
     "_ssrkit_kill() { local n=0 d p a b s; for d in /proc/[0-9]*; do p=${d#/proc/}; "
     "[[ $p == 1 || $p == $$ || $p == $BASHPID ]] && continue; "
-    "{ IFS= read -r -d '' a; IFS= read -r -d '' b; } < \"$d/cmdline\" 2>/dev/null; "
+    "{ IFS= read -r -d '' a; IFS= read -r -d '' b; } 2>/dev/null < \"$d/cmdline\"; "
     f"[[ $a == sleep && $b == {_KEEPER_ARG} ]] && continue; "
-    "IFS= read -r s < \"$d/stat\" 2>/dev/null || continue; s=${s##*) }; [[ ${s:0:1} == Z ]] && continue; "
+    "IFS= read -r s 2>/dev/null < \"$d/stat\" || continue; s=${s##*) }; [[ ${s:0:1} == Z ]] && continue; "
     "kill -9 \"$p\" 2>/dev/null && n=$((n+1)); done; ((n > 0)); }; "
     "_ssrkit_killall() { local i=0; while _ssrkit_kill && ((i++ < 300)); do :; done; }; "
 )
-_KILL_ALL = _KILL_FN + "_ssrkit_killall; _ssrkit_kill && echo left || echo clean"
+_KILL_ALL = _KILL_FN + "_ssrkit_killall 2>/dev/null; _ssrkit_kill 2>/dev/null && echo left || echo clean"
 # stdout carries the command's output (stderr merged into it); the exit code comes back on stderr
 _WRAPPER = (
     'exec 3>&2 2>&1; ulimit -c 0 2>/dev/null; {limits}'
     'cd "$1" || {{ echo "ssrkit:rc=1" >&3; exit 1; }}; '
     'if [ -n "$3" ]; then "$BASH" -c "$2" < "$3" 3>&-; else "$BASH" -c "$2" < /dev/null 3>&-; fi; rc=$?; '
     '[ -n "$3" ] && rm -f "$3"; '
-) + _KILL_FN + '_ssrkit_killall; echo "ssrkit:rc=$rc" >&3; exit $rc'
+) + _KILL_FN + '_ssrkit_killall 2>/dev/null; echo "ssrkit:rc=$rc" >&3; exit $rc'
 
 _BASE_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
@@ -92,7 +94,7 @@ _swept_lock = threading.Lock()
 
 def _docker_module():
     try:
-        import docker  # noqa: F401
+        import docker
     except ImportError:  # pragma: no cover - docker is a dependency
         raise SandboxError("the `docker` Python package is not installed (pip install docker)") from None
     import docker
@@ -110,7 +112,8 @@ def client(timeout: int = 120):
     except Exception as e:  # noqa: BLE001 - any failure means: no engine
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        raise SandboxError(f"Docker engine not reachable at {host} ({msg}): start Docker or use --backend local") from None
+        raise SandboxError(
+            f"Docker engine not reachable at {host} ({msg}): start Docker or use --backend local") from None
 
 
 def docker_available() -> str | None:
@@ -173,6 +176,7 @@ class DockerSandbox(Sandbox):
         self._snaps: set[str] = set()
         self._n = 0
         self._tree_helper = False
+        self._clean: str | None = None  # the snapshot the tree equals while nothing touched it
         self.container = None
         self.client = docker_client or client()
         docker = _docker_module()
@@ -259,6 +263,7 @@ class DockerSandbox(Sandbox):
             return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
+        self._clean = None
         api = self.client.api
         start = time.monotonic()
         in_cwd = self.root if cwd is None else posixpath.normpath(posixpath.join(self.root, cwd))
@@ -394,12 +399,34 @@ class DockerSandbox(Sandbox):
         if not ok:
             raise SandboxError(f"could not write {path} in the container")
 
+    def _existing_mode(self, path: str) -> int | None:
+        """Permission bits of `path` in the container (HEAD on the archive endpoint), None if absent."""
+        api = self.client.api
+        try:
+            res = api.head(api._url("/containers/{0}/archive", self.container.id), params={"path": path})
+        except Exception:  # noqa: BLE001
+            return None
+        hdr = res.headers.get("X-Docker-Container-Path-Stat") if res.status_code == 200 else None
+        if not hdr:
+            return None
+        try:
+            st = json.loads(base64.b64decode(hdr))
+        except ValueError:
+            return None
+        if st.get("mode", 0) & (1 << 31):  # a directory
+            raise IsADirectoryError(path)
+        return int(st.get("mode", 0o644)) & 0o777
+
     def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
+        """Write a file; an existing file keeps its permissions unless `mode` is given (default 0644)."""
         with self._lock:
             self._check_open()
             p = self._path(path)
             if isinstance(data, str):
                 data = data.encode("utf-8")
+            if mode is None:
+                mode = self._existing_mode(p)
+            self._clean = None
             self._put_file(p, data, 0o644 if mode is None else mode)
 
     def read_file(self, path: str) -> bytes:
@@ -436,9 +463,13 @@ class DockerSandbox(Sandbox):
     def snapshot(self, name: str) -> None:
         with self._lock:
             self._check_open()
+            if self._clean == name:
+                return
+            self._clean = None
             if self._tree_helper:
                 self._helper("snapshot", name)
                 self._snaps.add(name)
+                self._clean = name
                 return
             d = _snap_dir(name)
             q, r = shlex.quote(d), shlex.quote(self.root)
@@ -447,6 +478,7 @@ class DockerSandbox(Sandbox):
             if code != 0:
                 raise SandboxError(f"could not snapshot the container's repository: {out.strip()[:300]}")
             self._snaps.add(name)
+            self._clean = name
 
     def reset(self, name: str = PRISTINE) -> None:
         with self._lock:
@@ -454,14 +486,19 @@ class DockerSandbox(Sandbox):
             if name not in self._snaps:
                 known = ", ".join(sorted(self._snaps)) or "none"
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
+            if self._clean == name:
+                return
+            self._clean = None
             if self._tree_helper:
                 self._helper("reset", name)
+                self._clean = name
                 return
             q, r = shlex.quote(_snap_dir(name)), shlex.quote(self.root)
             code, out = self._exec_simple(
                 f"find {r} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && cp -a {q}/. {r}/", timeout=900)
             if code != 0:
                 raise SandboxError(f"could not reset the container's repository: {out.strip()[:300]}")
+            self._clean = name
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:

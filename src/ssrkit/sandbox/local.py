@@ -338,6 +338,7 @@ class LocalSandbox(Sandbox):
         self._stdin_n = 0
         self._snapshots: dict[str, Tree] = {}
         self._owned: list[Tree] = []
+        self._clean_tree = None
         self.cgroup: _cgroup.PidsCgroup | None = None
 
         sess = _session()
@@ -349,6 +350,8 @@ class LocalSandbox(Sandbox):
             self.skipped = junk_dirs(self.original, entries) if self.isolated else []
             tree = sess.cache_for(self.original, fp, self.skipped)
             self.ws = Workspace(os.path.join(self.dir, "ws"), tree)
+            # the tree the workspace is known to equal, while no command or write_file touched it
+            self._clean_tree: Tree | None = tree
             for sub in ("scratch", "home", "tmp", "snaps", "io"):
                 os.mkdir(os.path.join(self.dir, sub), 0o700)
             self.scratch = os.path.join(self.dir, "scratch")
@@ -393,6 +396,7 @@ class LocalSandbox(Sandbox):
     def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
         self._check_open()
         host = self._host_path(path)
+        self._clean_tree = None
         os.makedirs(os.path.dirname(host), exist_ok=True)
         if isinstance(data, str):
             data = data.encode("utf-8")
@@ -413,11 +417,18 @@ class LocalSandbox(Sandbox):
     def snapshot(self, name: str) -> None:
         with self._lock:
             self._check_open()
-            dest = os.path.join(self.dir, "snaps", uuid.uuid4().hex[:12])
-            tree = self.ws.snapshot(dest)
-            if tree.path == dest:
-                self._owned.append(tree)
+            tree = self._clean_tree
+            if tree is None:
+                dest = os.path.join(self.dir, "snaps", uuid.uuid4().hex[:12])
+                try:
+                    tree = self.ws.snapshot(dest)
+                except OSError as e:  # e.g. a command made a directory unreadable (as a normal user)
+                    force_rmtree(dest)
+                    raise SandboxError(f"could not snapshot the workspace: {e}") from None
+                if tree.path == dest:
+                    self._owned.append(tree)
             self._snapshots[name] = tree
+            self._clean_tree = tree
             self._gc()
 
     def reset(self, name: str = PRISTINE) -> None:
@@ -427,7 +438,9 @@ class LocalSandbox(Sandbox):
             if tree is None:
                 known = ", ".join(sorted(self._snapshots)) or "none"
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
-            self.ws.reset(tree)
+            if self._clean_tree is not tree:
+                self.ws.reset(tree)
+            self._clean_tree = tree
             self._gc()
 
     def _gc(self) -> None:
@@ -515,6 +528,7 @@ class LocalSandbox(Sandbox):
             return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
+        self._clean_tree = None
         full_env = self._env(env)
         in_cwd = self._resolve_cwd(cwd)
         if self.isolated:
