@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import examples, export, higher_order, inject, pool, report, reward, show, solve, validate
+from . import examples, export, higher_order, image, inject, pool, report, reward, show, solve, validate
 from .main import app
 
 app.command("inject", epilog=inject.EPILOG)(inject.inject)
@@ -15,3 +15,4 @@ app.command("report", epilog=report.EPILOG)(report.report)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.add_typer(pool.pool_app, name="pool")
 app.add_typer(examples.examples_app, name="examples")
+app.add_typer(image.image_app, name="image")
