@@ -54,6 +54,7 @@ class SandboxOptions:
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)  # extra variables (after sanitizing)
     setup: str | None = None  # shell command run once after start, before the pristine snapshot
+    setup_timeout: float = 900.0  # seconds allowed for `setup`
 
 
 class Sandbox(ABC):
@@ -76,7 +77,13 @@ class Sandbox(ABC):
         stdin: bytes | str | None = None,
         cwd: str | None = None,
     ) -> ExecResult:
-        """Run `command` with bash at the repository root (or `cwd`); never raises for the command's failure."""
+        """Run `command` with bash at the repository root (or `cwd`); never raises for the command's failure.
+
+        stdout and stderr share one pipe (interleaved as written); output beyond `limits.output_bytes` keeps
+        its head and tail. When `timeout` expires every process the command started is killed, `timed_out`
+        is set and `exit_code` is 124. No process started by a command outlives it: background children
+        still running when the command exits are killed too. A sandbox runs one command at a time.
+        """
 
     @abstractmethod
     def write_file(self, path: str, data: bytes | str, mode: int | None = None) -> None:
@@ -184,3 +191,48 @@ def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
     cut = len(data) - 2 * half
     marker = f"\n[... {cut} bytes of output cut by ssrkit ...]\n".encode()
     return data[:half] + marker + data[-half:], True
+
+
+TIMEOUT_EXIT_CODE = 124
+
+
+class OutputCapture:
+    """Streaming form of `truncate_middle`: keeps at most `limit` bytes (head and tail) of any stream.
+
+    Memory stays bounded (about 1.5 x limit) however long the stream is; `result()` equals
+    `truncate_middle(whole_stream, limit)`.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(int(limit), 2)
+        self.half = self.limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.total += len(data)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            keep = self.limit - self.half  # enough to return everything while total <= limit
+            if len(self.tail) > 2 * keep:
+                del self.tail[: len(self.tail) - keep]
+
+    def result(self) -> tuple[bytes, bool]:
+        if self.total <= self.limit:
+            return bytes(self.head) + bytes(self.tail), False
+        cut = self.total - 2 * self.half
+        marker = f"\n[... {cut} bytes of output cut by ssrkit ...]\n".encode()
+        tail = bytes(self.tail[-self.half:]) if self.half else b""
+        return bytes(self.head) + marker + tail, True
+
+
+def decode_output(data: bytes) -> str:
+    """Command output as text: UTF-8, undecodable bytes replaced."""
+    return data.decode("utf-8", errors="replace")

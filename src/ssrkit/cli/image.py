@@ -1,0 +1,86 @@
+"""`ssrkit image`: build Docker images for the docker sandbox backend (thin layer over `ssrkit.image`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from .. import image as core
+
+image_app = typer.Typer(
+    name="image",
+    help="Build Docker images for `--backend docker`: a base image made without a registry "
+    "(debootstrap), and one image per repository snapshot (the repository at /testbed).",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_err = Console(stderr=True)
+
+
+def _log(msg: str) -> None:
+    _err.print(msg, highlight=False, markup=False)
+
+
+@image_app.command("build")
+def build(
+    repo: Path = typer.Argument(..., help="Repository directory, copied as it is on disk (ignored files and .git "
+                                "included)."),
+    tag: str = typer.Option(None, "--tag", "-t", help="Image name [default: ssrkit/<dir>:<state fingerprint>]."),
+    base: str = typer.Option(core.BASE_IMAGE, "--base", help="Base image holding the toolchain (any local image)."),
+    workdir: str = typer.Option(core.WORKDIR, "--workdir", help="Where the repository goes in the image."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the image name."),
+) -> None:
+    """Build an image of REPO: the base image + the repository at /testbed, installed in editable mode.
+
+    The install runs `pip install --no-build-isolation --no-deps -e .` with no network: it is best effort,
+    so dependencies must come with the base image. The image name is printed on stdout.
+
+    [bold]Examples[/]
+
+      ssrkit image build ~/src/attrs
+      ssrkit image build . --tag attrs:snap1
+      ssrkit image build . --base python:3.12-slim     # any image you already have
+      ssrkit validate runs/a/* --image "$(ssrkit image build . -q)"
+    """
+    name = core.build_image(str(repo), tag=tag, base=base, workdir=workdir, log=(lambda m: None) if quiet else _log)
+    print(name)
+
+
+@image_app.command("base")
+def base_cmd(
+    tag: str = typer.Option(core.BASE_IMAGE, "--tag", "-t", help="Name of the base image."),
+    suite: str = typer.Option(core.BASE_SUITE, "--suite", help="Debian suite for debootstrap."),
+    mirror: str = typer.Option(None, "--mirror", help="Debian mirror [default: the one apt uses]."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the image exists."),
+) -> None:
+    """Build the base image with debootstrap (needs root and `debootstrap`; about a minute; cached).
+
+    Debian minbase with python3, pytest, coverage, pip, setuptools, git and procps, imported with
+    `docker import`. Downloaded packages are cached in /var/cache/ssrkit/debootstrap.
+
+    [bold]Examples[/]
+
+      ssrkit image base
+      ssrkit image base --mirror http://deb.debian.org/debian --force
+    """
+    print(core.build_base_image(tag, suite=suite, mirror=mirror, force=force, log=_log))
+
+
+def main() -> None:  # `python -m ssrkit.cli.image ...` (the integrator registers `ssrkit image`)
+    import sys
+
+    from ..errors import SsrkitError
+
+    try:
+        image_app(prog_name="ssrkit image")
+    except SsrkitError as e:
+        _err.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Process-wide cleanup of sandboxes: at interpreter exit, on Ctrl-C and on SIGTERM/SIGHUP.
+
+Every backend registers each sandbox it opens; `close_all()` runs from `atexit`. SIGTERM and SIGHUP (whose
+default action would end the interpreter without running `atexit`) are turned into `SystemExit` when no one
+else handles them, so `kill PID` also removes containers and temporary directories. Ctrl-C raises
+KeyboardInterrupt, which unwinds through the sandboxes' `finally` blocks and then reaches `atexit`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import signal
+import threading
+from typing import Protocol
+
+log = logging.getLogger("ssrkit.sandbox")
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_lock = threading.RLock()
+_live: dict[int, _Closable] = {}
+_hooks: list = []  # extra callables run after the sandboxes are closed (temp roots, cgroups)
+_installed = False
+
+
+def register(obj: _Closable) -> None:
+    with _lock:
+        _live[id(obj)] = obj
+    _install()
+
+
+def unregister(obj: _Closable) -> None:
+    with _lock:
+        _live.pop(id(obj), None)
+
+
+def add_hook(fn) -> None:
+    with _lock:
+        if fn not in _hooks:
+            _hooks.append(fn)
+    _install()
+
+
+def close_all() -> None:
+    with _lock:
+        objs = list(_live.values())
+        hooks = list(_hooks)
+    for obj in objs:
+        try:
+            obj.close()
+        except BaseException as e:  # noqa: BLE001 - cleanup must go on
+            log.debug("closing %r failed: %s", obj, e)
+    for fn in hooks:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            log.debug("cleanup hook %r failed: %s", fn, e)
+
+
+def _on_signal(signum, frame):  # noqa: ARG001
+    raise SystemExit(128 + signum)
+
+
+def _install() -> None:
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+    atexit.register(close_all)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                if signal.getsignal(sig) in (signal.SIG_DFL, None):
+                    signal.signal(sig, _on_signal)
+            except (ValueError, OSError):  # not the main interpreter, or unsupported
+                pass
