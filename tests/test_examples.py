@@ -120,3 +120,9 @@ def test_untracked_build_outputs_are_tolerated(tmp_path):
     (repo / "src" / "textkit" / "__pycache__").mkdir()
     (repo / "notes.txt").write_text("scratch")
     assert materialize(SRC, tmp_path, ["textkit"]) == [repo]
+
+
+@pytest.mark.parametrize("name", ["../textkit", "", "a/b", ".hidden"])
+def test_bad_names_are_refused(tmp_path, name):
+    with pytest.raises(ExampleError, match="invalid example name"):
+        materialize(SRC, tmp_path, [name])

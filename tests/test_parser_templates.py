@@ -264,3 +264,18 @@ def test_unittest_live(sample_project):
     cmd = [sys.executable, "-m", "unittest", "-v", "tests.test_u", "tests.test_broken"]
     proc = subprocess.run(cmd, cwd=sample_project, capture_output=True, text=True, env=clean_env(), timeout=120)
     assert unittest_parser.parse(proc.stdout + proc.stderr) == UNITTEST
+
+
+def test_pytest_subtests_plugin_lines():
+    # format of the pytest-subtests plugin used before pytest 9
+    log = (
+        "=========================== short test summary info ============================\n"
+        "SUBFAIL tests/test_a.py::TestU::test_sub (i=2) - AssertionError: 2 not less than 2\n"
+        "PASSED tests/test_a.py::TestU::test_sub\n"
+        "PASSED tests/test_a.py::TestU::test_ok\n"
+        "==================== 1 failed, 2 passed in 0.01s ====================\n"
+    )
+    assert pytest_parser.parse(log) == {
+        "tests/test_a.py::TestU::test_sub": "failed",
+        "tests/test_a.py::TestU::test_ok": "passed",
+    }

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from .errors import SsrkitError
 
 __all__ = ["ExampleError", "available", "materialize", "patches"]
 
@@ -47,7 +50,10 @@ _GIT_CONFIG = [
 ]
 
 
-class ExampleError(Exception):
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ExampleError(SsrkitError):
     """An example repository cannot be found or materialized."""
 
 
@@ -61,6 +67,8 @@ def available(src: Path) -> list[str]:
 
 def patches(src: Path, name: str) -> list[Path]:
     """The patch files of example *name*, in replay order."""
+    if not _NAME.match(name):
+        raise ExampleError(f"invalid example name {name!r}")
     folder = Path(src) / name
     files = sorted(folder.glob("*.patch"))
     if not files:

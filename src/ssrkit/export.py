@@ -16,16 +16,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import patch as patches
+from .agents.solver import task_from_weaken_diff
 from .artifact import Artifact
 from .errors import SsrkitError
 from .source import RepoSource
-
-
-def solver_task_text(weaken_diff: str) -> str:
-    """The problem statement every solver sees: the reversed weakening, in a fixed template."""
-    from .agents.prompts import solver_task  # the one place the template lives
-
-    return solver_task(patches.reverse(weaken_diff))
 
 
 def _git(repo: str, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
@@ -73,7 +67,7 @@ def swebench_instance(artifact: Artifact, source: RepoSource | None = None) -> d
         "repo": source.label,
         "patch": patches.reverse(bug),
         "test_patch": patches.reverse(weaken),
-        "problem_statement": solver_task_text(weaken),
+        "problem_statement": task_from_weaken_diff(weaken),
         "hints_text": "",
         "FAIL_TO_PASS": json.dumps(validation["fail_to_pass"]),
         "PASS_TO_PASS": json.dumps(validation["pass_to_pass"]),

@@ -91,6 +91,7 @@ class Report:
     fail_to_pass: list[str]
     pass_to_pass: list[str]
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
     content_id: str = ""
@@ -215,6 +216,7 @@ class _Context:
         self.fail_to_pass: list[str] = []
         self.pass_to_pass: list[str] = []
         self.warnings: list[str] = []
+        self.notes: list[str] = []
         self._stack = ExitStack()
         self._sandbox: Sandbox | None = None
 
@@ -353,7 +355,7 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             engine.cache.put(key, entry)
         else:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
-            ctx.warnings.append("original run taken from the cache")
+            ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
     return status, message
 
@@ -532,6 +534,7 @@ class Validator:
             fail_to_pass=ctx.fail_to_pass if valid else [],
             pass_to_pass=ctx.pass_to_pass if valid else [],
             warnings=ctx.warnings,
+            notes=ctx.notes,
             runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
             source=source.to_dict(),
             content_id=artifact.content_id(),

@@ -17,7 +17,9 @@ Sources, in this order of trust:
 Statuses: passed, failed, error, skipped.  ``XFAIL`` and non-strict ``XPASS`` count as
 passed (pytest does not fail the run for them; a strict XPASS is reported as FAILED).
 A test reported more than once (a teardown error after a pass, a failed subtest of a
-passing test) gets the worst status: error > failed > passed > skipped.
+passing test) gets the worst status: error > failed > passed > skipped.  Subtests
+(``SUBFAILED(i=2) id``, or ``SUBFAIL id (i=2)`` from the pytest-subtests plugin) are
+folded into their test.
 A collection error is reported under the file's path (``tests/test_a.py``) as error.
 
 Only the standard library is used, so this file can be copied into an artifact as
@@ -38,11 +40,15 @@ STATUS_MAP = {
     "SUBPASSED": "passed",
     "SUBFAILED": "failed",
     "SUBSKIPPED": "skipped",
+    # the pytest-subtests plugin (before subtests moved into pytest 9)
+    "SUBPASS": "passed",
+    "SUBFAIL": "failed",
+    "SUBSKIP": "skipped",
 }
 RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_WORD = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|SUBPASSED|SUBFAILED|SUBSKIPPED)"
+_WORD = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|SUBPASSED|SUBFAILED|SUBSKIPPED|SUBPASS|SUBFAIL|SUBSKIP)"
 # summary line: STATUS[(subtest params)] rest
 _SUMMARY = re.compile(r"^" + _WORD + r"(?:\(.*?\))? (.+)$")
 _SKIP_LOCATION = re.compile(r"^\[\d+\] (.+?:\d+)(?::|$)")

@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+python -m unittest -v tests.test_csvimport tests.test_journal 2>&1

@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+python -m pytest -rA -p no:cacheprovider tests/test_distance.py 2>&1

@@ -1,0 +1,363 @@
+"""One chat call to any OpenAI-compatible endpoint (vLLM, a hosted API), with bounded retries.
+
+Why a wrapper around `openai`: the agent loop needs (1) the exact token ids and log-probs of each turn when the
+server can return them (vLLM does; training prefers them to re-tokenizing), (2) retries that are bounded and
+logged, and (3) errors a person can act on — a misspelled model, a `/v1/v1` base URL or a stopped server should
+say what to change, not print a traceback. The API key lives only inside this object: it is never logged,
+recorded in a trajectory, or handed to a sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from ..errors import SsrkitError
+
+log = logging.getLogger("ssrkit.agents")
+
+#: used when no key is configured: local servers (vLLM without --api-key) accept anything
+_NO_KEY = "EMPTY"
+
+
+class ModelError(SsrkitError):
+    """The endpoint is misconfigured or unreachable: every later call would fail the same way."""
+
+
+class ContextLengthError(SsrkitError):
+    """The conversation no longer fits in the model's context window (the server said so)."""
+
+
+@dataclass
+class Sampling:
+    """Sampling parameters sent with every request; recorded in each trajectory."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    seed: int | None = None
+    stop: list[str] | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
+
+
+@dataclass
+class Completion:
+    """One assistant turn as the server returned it. Token data is None when the server did not send it."""
+
+    text: str
+    finish_reason: str | None
+    usage: dict[str, Any]
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    seconds: float = 0.0
+
+
+class ModelClient:
+    """Chat completions against `base_url` (e.g. ``http://localhost:8000/v1``) for one `model`.
+
+    `want_token_ids` asks the server for prompt/completion token ids and per-token log-probs (vLLM's
+    `return_token_ids`, plus `return_tokens_as_token_ids` + `logprobs` for older versions). A server that
+    ignores the request simply yields `None` fields; one that rejects the extra fields with a 400 is asked
+    again without them, once, and never again.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        sampling: Sampling | None = None,
+        want_token_ids: bool = False,
+        max_retries: int = 5,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        timeout_s: float = 600.0,
+    ):
+        if not base_url or not urlsplit(base_url).scheme.startswith("http"):
+            raise ModelError(f"base URL {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
+        if not model:
+            raise ModelError("no model name given: pass the name the server serves (see its /v1/models)")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.sampling = sampling or Sampling()
+        self.want_token_ids = want_token_ids
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.timeout_s = timeout_s
+        self._key_set = bool(os.environ.get(api_key_env))
+        self._token_extras_ok = True
+        self._client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=os.environ.get(api_key_env) or _NO_KEY,
+            max_retries=0,  # retries are ours: bounded, logged, and classified
+            timeout=timeout_s,
+        )
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"ModelClient(base_url={self.public_url!r}, model={self.model!r})"
+
+    @classmethod
+    def from_dict(cls, cfg: dict[str, Any]) -> "ModelClient":
+        """Build from a config section: base_url, model, api_key_env, sampling fields, retry fields."""
+        cfg = dict(cfg)
+        sampling_keys = {"temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"}
+        client_keys = {"base_url", "model", "api_key_env", "want_token_ids", "max_retries", "backoff_s",
+                       "max_backoff_s", "timeout_s"}
+        unknown = set(cfg) - sampling_keys - client_keys
+        if unknown:
+            raise SsrkitError(f"unknown model setting(s): {', '.join(sorted(unknown))}; "
+                              f"known: {', '.join(sorted(sampling_keys | client_keys))}")
+        sampling = Sampling(**{k: cfg.pop(k) for k in list(cfg) if k in sampling_keys})
+        return cls(cfg.pop("base_url", ""), cfg.pop("model", ""), sampling=sampling, **cfg)
+
+    @property
+    def public_url(self) -> str:
+        """The base URL without user info or query string (which could carry credentials)."""
+        parts = urlsplit(self.base_url)
+        return urlunsplit((parts.scheme, parts.hostname + (f":{parts.port}" if parts.port else ""),
+                           parts.path, "", ""))
+
+    def describe(self) -> dict[str, Any]:
+        """What a trajectory records about the model: no key, ever."""
+        return {"model": self.model, "base_url": self.public_url, "sampling": self.sampling.to_dict()}
+
+    # -- the one call ----------------------------------------------------------------------------
+    def complete(self, messages: list[dict[str, str]]) -> Completion:
+        """Send the conversation, return the assistant's reply. Raises ModelError, ContextLengthError."""
+        attempt = 0
+        while True:
+            started = time.monotonic()
+            try:
+                raw = self._client.chat.completions.with_raw_response.create(**self._request(messages))
+                data = json.loads(raw.text)
+                return _parse_completion(data, time.monotonic() - started)
+            except openai.APIStatusError as e:
+                if e.status_code == 400 and self._token_extras_ok and self.want_token_ids and \
+                        _mentions_token_params(e):
+                    log.warning("%s rejected the token-id request fields; continuing without token ids",
+                                self.public_url)
+                    self._token_extras_ok = False
+                    continue
+                retryable = e.status_code == 429 or e.status_code >= 500 or e.status_code == 408
+                if not retryable or attempt >= self.max_retries:
+                    raise self._explain_status(e, attempt) from None
+                delay = self._delay(attempt, e.response.headers.get("retry-after"))
+                log.warning("%s answered HTTP %s; retry %d/%d in %.1fs", self.public_url, e.status_code,
+                            attempt + 1, self.max_retries, delay)
+            except openai.APIConnectionError as e:
+                # a refused connection is usually a typo or a stopped server: say so within seconds
+                limit = min(self.max_retries, 2) if _refused(e) else self.max_retries
+                if attempt >= limit:
+                    raise self._explain_connection(e, attempt) from None
+                delay = self._delay(attempt, None)
+                log.warning("%s: %s; retry %d/%d in %.1fs", self.public_url, _cause(e), attempt + 1,
+                            self.max_retries, delay)
+            except ValueError as e:  # the body was not JSON
+                raise ModelError(f"{self.public_url}/chat/completions did not answer with JSON ({e}); "
+                                 f"is it an OpenAI-compatible server?") from None
+            attempt += 1
+            time.sleep(delay)
+
+    def list_models(self) -> list[str] | None:
+        """The model names the server offers (`GET /models`), or None when it cannot tell."""
+        try:
+            return [m.id for m in self._client.with_options(timeout=min(30.0, self.timeout_s)).models.list()]
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError):
+            return None
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        s = self.sampling
+        req: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": s.temperature,
+                               "top_p": s.top_p, "max_tokens": s.max_tokens}
+        if s.seed is not None:
+            req["seed"] = s.seed
+        if s.stop:
+            req["stop"] = s.stop
+        extra = dict(s.extra_body)
+        if self.want_token_ids and self._token_extras_ok:
+            req["logprobs"] = True
+            extra.setdefault("return_token_ids", True)  # vLLM >= 0.10.2: prompt_token_ids + token_ids
+            extra.setdefault("return_tokens_as_token_ids", True)  # older vLLM: ids inside logprobs
+        if extra:
+            req["extra_body"] = extra
+        return req
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        if retry_after:
+            try:
+                return min(float(retry_after), self.max_backoff_s)
+            except ValueError:
+                pass
+        base = min(self.backoff_s * (2 ** attempt), self.max_backoff_s)
+        return base * (0.75 + 0.5 * random.random())
+
+    def _explain_status(self, e: openai.APIStatusError, attempt: int) -> SsrkitError:
+        url = str(e.request.url) if getattr(e, "request", None) is not None else self.base_url
+        url = _strip_credentials(url)
+        detail = _server_message(e)
+        code = e.status_code
+        if code in (401, 403):
+            if not self._key_set:
+                return ModelError(f"the server at {self.public_url} requires an API key: set ${self.api_key_env} "
+                                  f"(it is not set) (HTTP {code}: {detail})")
+            return ModelError(f"the server at {self.public_url} rejected the API key in ${self.api_key_env} "
+                              f"(HTTP {code}: {detail})")
+        if code in (404, 405) or (code == 400 and _MODEL_UNKNOWN.search(detail)):
+            return self._explain_not_found(url, code, detail)
+        if code == 429 or code >= 500 or code == 408:
+            return ModelError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
+                              f"after {attempt + 1} tries; check the server's log")
+        if code in (400, 413, 422) and _CONTEXT.search(detail):
+            return ContextLengthError(f"the conversation no longer fits the model's context: {detail}")
+        return SsrkitError(f"{url} rejected the request: HTTP {code}: {detail}")
+
+    def _explain_not_found(self, url: str, code: int, detail: str) -> ModelError:
+        models = self.list_models()
+        if models is not None and self.model not in models:
+            offered = ", ".join(models) if models else "none"
+            return ModelError(f"the server at {self.public_url} does not serve model {self.model!r}; "
+                              f"it offers: {offered}. Pass one of them as the model name")
+        if models is None and re.search(r"model", detail, re.I) and not _route_missing(detail):
+            return ModelError(f"the server at {self.public_url} does not know model {self.model!r} "
+                              f"(HTTP {code}: {detail})")
+        return ModelError(f"{url} answered HTTP {code} ({detail}): {base_url_hint(self.base_url)}")
+
+    def _explain_connection(self, e: openai.APIConnectionError, attempt: int) -> ModelError:
+        tries = f"after {attempt + 1} tries"
+        if isinstance(e, openai.APITimeoutError):
+            return ModelError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
+                              f"({tries}); is it overloaded, or is the timeout too short?")
+        if _refused(e):
+            return ModelError(f"nothing is listening at {self.public_url} ({tries}): start the server "
+                              f"(e.g. `vllm serve MODEL --port PORT`) or fix the base URL")
+        return ModelError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
+
+
+# -- response parsing -------------------------------------------------------------------------------
+
+def _parse_completion(data: dict[str, Any], seconds: float) -> Completion:
+    """Read text, usage and — in any of the shapes vLLM has used — token ids and log-probs."""
+    if not isinstance(data, dict) or not data.get("choices"):
+        raise ModelError(f"the server answered without choices: {str(data)[:300]}")
+    choice = data["choices"][0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    lp_content = (choice.get("logprobs") or {}).get("content") or None
+    logprobs = None
+    if lp_content:
+        try:
+            logprobs = [float(t["logprob"]) for t in lp_content]
+        except (KeyError, TypeError, ValueError):
+            logprobs = None
+    prompt_ids = _int_list(data.get("prompt_token_ids")) or _int_list(choice.get("prompt_token_ids"))
+    completion_ids = _int_list(choice.get("token_ids"))
+    if completion_ids is None and lp_content:  # return_tokens_as_token_ids: "token_id:123"
+        ids = [str(t.get("token", "")) for t in lp_content if isinstance(t, dict)]
+        if ids and all(i.startswith("token_id:") for i in ids):
+            completion_ids = _int_list([i.split(":", 1)[1] for i in ids])
+    return Completion(
+        text=text,
+        finish_reason=choice.get("finish_reason"),
+        usage=dict(data.get("usage") or {}),
+        prompt_token_ids=prompt_ids,
+        completion_token_ids=completion_ids,
+        logprobs=logprobs,
+        seconds=round(seconds, 3),
+    )
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        return [int(v) for v in value]
+    except (TypeError, ValueError):
+        return None
+
+
+# -- error explanations -----------------------------------------------------------------------------
+
+_CONTEXT = re.compile(r"context length|context window|maximum context|too many tokens|prompt is too long|"
+                      r"context_length_exceeded|maximum model length|max_model_len", re.I)
+
+
+_MODEL_UNKNOWN = re.compile(r"model\b.*\b(not found|does not exist|not exist|unknown|invalid)|unknown model|"
+                            r"model_not_found", re.I)
+
+
+def _refused(e: BaseException) -> bool:
+    return bool(re.search(r"refused|connect call failed|errno 111", _cause(e), re.I))
+
+
+def _server_message(e: openai.APIStatusError) -> str:
+    body = e.body
+    msg = None
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            msg = inner.get("message") or inner.get("detail")
+        elif isinstance(inner, str):
+            msg = inner
+        msg = msg or body.get("message") or body.get("detail")
+    if not msg:
+        try:
+            msg = e.response.text
+        except Exception:  # noqa: BLE001 - best effort only
+            msg = e.message
+    return " ".join(str(msg).split())[:400] or "no message"
+
+
+def _mentions_token_params(e: openai.APIStatusError) -> bool:
+    return bool(re.search(r"return_token|logprob|unrecognized|unknown (field|parameter|argument)|extra "
+                          r"(fields|inputs)|not permitted", _server_message(e), re.I))
+
+
+def _route_missing(detail: str) -> bool:
+    return detail.strip().lower() in ("not found", "404 page not found", "no message", "method not allowed")
+
+
+def _cause(e: BaseException) -> str:
+    """The innermost reason of a connection error (e.g. 'Connection refused')."""
+    seen = []
+    cur: BaseException | None = e
+    while cur is not None and len(seen) < 6:
+        seen.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    return " <- ".join(seen)
+
+
+def _strip_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return urlunsplit((parts.scheme, host + (f":{parts.port}" if parts.port else ""), parts.path, "", ""))
+
+
+def base_url_hint(base_url: str) -> str:
+    """What to change in a base URL whose chat route answered 404."""
+    url = _strip_credentials(base_url.rstrip("/"))
+    path = urlsplit(url).path
+    if re.search(r"/v1/v1(/|$)", path):
+        return f"the base URL repeats /v1; use {url.replace('/v1/v1', '/v1', 1)}"
+    if path.endswith("/chat/completions"):
+        return f"the base URL must stop before the route; use {url[: -len('/chat/completions')]}"
+    if not path.endswith("/v1"):
+        return f"OpenAI-compatible servers serve under /v1; try {url}/v1"
+    return "check the base URL: it should be the server's address ending in /v1 (e.g. http://localhost:8000/v1)"

@@ -1,0 +1,39 @@
+"""`ssrkit examples`: materialize the bundled example repositories as real git repositories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import examples as ex
+from .common import console, print_json
+
+examples_app = typer.Typer(help="The bundled example repositories (stored as patch series in examples/repos).",
+                           no_args_is_help=True, rich_markup_mode="rich")
+
+SrcOpt = typer.Option(Path("examples/repos"), "--src", help="Where the patch series live.")
+
+
+@examples_app.command("list")
+def list_(src: Path = SrcOpt) -> None:
+    """List the example repositories."""
+    for name in ex.available(src):
+        console.print(name)
+
+
+@examples_app.command("materialize", epilog="[bold]Example[/]\n\n  [cyan]ssrkit examples materialize --dest build/repos[/]")
+def materialize(
+    names: Optional[List[str]] = typer.Argument(None, help="Which repositories (default: all).", show_default=False),
+    dest: Path = typer.Option(Path("build/repos"), "--dest", "-d", help="Directory to create them in."),
+    src: Path = SrcOpt,
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Replay each example's history into DEST/<name> (deterministic commits; idempotent)."""
+    paths = ex.materialize(src, dest, names or None)
+    if as_json:
+        print_json([str(p) for p in paths])
+    else:
+        for p in paths:
+            console.print(f"{p}")

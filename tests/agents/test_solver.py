@@ -1,0 +1,58 @@
+"""The LLM solver end to end: the fix is whatever the agent changed in the sandbox."""
+
+from __future__ import annotations
+
+from scripted_server import bash, edit, submit
+
+from ssrkit.agents import AgentConfig, ModelClient, Trajectory, run_llm_solver, task_from_weaken_diff
+from ssrkit.patch import touched_files
+
+BREAK = """python - <<'EOF'
+import pathlib
+code, tests = pathlib.Path('calc.py'), pathlib.Path('tests/test_calc.py')
+code.write_text(code.read_text().replace('    if x > hi:\\n        return hi\\n', ''))
+tests.write_text(tests.read_text().replace(
+    'def test_clamp_high():\\n    assert clamp(50, 0, 10) == 10\\n\\n\\n', ''))
+EOF"""
+
+
+def prepare(sandbox) -> str:
+    """The solver's starting state: bug + weakened tests, one fresh commit. Returns test_weaken.diff."""
+    assert sandbox.run(BREAK, timeout=30).ok
+    weaken = sandbox.run("git diff -- tests", timeout=30).output
+    sandbox.fresh_history()
+    return weaken
+
+
+def client(server):
+    return ModelClient(server.base_url, "scripted-model", backoff_s=0.01)
+
+
+def test_solver_fix_is_the_sandbox_diff(serve, sandbox, tmp_path):
+    task = task_from_weaken_diff(prepare(sandbox))
+    assert "the current code does not pass these tests" in task and "+def test_clamp_high():" in task
+    server = serve([
+        bash("git log --oneline && cat calc.py"),
+        edit("calc.py", "    if x < lo:\n        return lo\n", "    if x < lo:\n        return lo\n"
+             "    if x > hi:\n        return hi\n"),
+        bash("python -m pytest -q 2>&1 | tail -1"),
+        submit(),
+    ])
+    out = tmp_path / "attempts" / "001"
+    traj, fix = run_llm_solver(sandbox, client(server), task, out, config=AgentConfig(max_turns=10))
+    assert traj.exit_status == "submitted" and traj.data["role"] == "solver"
+    assert touched_files(fix) == ["calc.py"]
+    assert "+    if x > hi:\n+        return hi\n" in fix
+    assert (out / "fix.diff").read_text() == fix
+    saved = Trajectory.load(out / "trajectory.json")
+    assert saved["messages"][1]["content"] == task and saved["submission"]["fix_diff_bytes"] == len(fix)
+    history = saved["messages"][3]["content"]
+    assert "Initial commit" in history and "Fix clamp" not in history
+
+
+def test_solver_that_changes_nothing_returns_an_empty_fix(serve, sandbox, tmp_path):
+    task = task_from_weaken_diff(prepare(sandbox))
+    server = serve(lambda messages, body: bash("cat calc.py"))
+    traj, fix = run_llm_solver(sandbox, client(server), task, tmp_path, config=AgentConfig(max_turns=2))
+    assert traj.exit_status == "max_turns" and fix == ""
+    assert (tmp_path / "fix.diff").read_text() == ""
