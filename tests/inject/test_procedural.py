@@ -121,6 +121,17 @@ def test_prescreen_discards_harmless_and_non_importing_mutants(session):
     assert unchanged.status == "unchanged" and unchanged.runs == 0
 
 
+def test_a_hanging_mutant_is_cut_at_the_screening_timeout(session):
+    hang = CALC_TEXT.replace('    if not text:\n', '    import time\n    time.sleep(600)\n    if not text:\n')
+    old = session.engine.screen_timeout
+    session.engine.screen_timeout = 2.0
+    try:
+        out = session.evaluate(_candidate(session, "calc/text.py", hang))
+    finally:
+        session.engine.screen_timeout = old
+    assert out.status == "timeout" and out.seconds < 30
+
+
 def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):
     result, _ = calc_run
     expr = next(a for a in result.artifacts if a.strategy == "expression")
