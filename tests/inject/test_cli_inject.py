@@ -9,12 +9,12 @@ import pytest
 import ssrkit.inject.procedural as procedural
 from ssrkit.cli.main import main
 
-from dirsandbox import DirSandbox
+from conftest import local_sandbox
 
 
 @pytest.fixture
-def local_dir_sandbox(monkeypatch):
-    monkeypatch.setattr(procedural, "open_sandbox", lambda source, backend, options: DirSandbox(source.path))
+def local_backend_sandbox(monkeypatch):
+    monkeypatch.setattr(procedural, "open_sandbox", lambda source, backend, options: local_sandbox(source))
 
 
 def run_cli(args, capsys) -> tuple[int, str, str]:
@@ -24,7 +24,7 @@ def run_cli(args, capsys) -> tuple[int, str, str]:
     return exc.value.code, out, err
 
 
-def test_inject_json(units_repo, tmp_path, local_dir_sandbox, capsys):
+def test_inject_json(units_repo, tmp_path, local_backend_sandbox, capsys):
     code, out, _ = run_cli(["inject", str(units_repo), "--out", str(tmp_path), "--n", "1",
                             "--strategy", "expression", "--seed", "5", "--json"], capsys)
     assert code == 0

@@ -13,12 +13,12 @@ from ssrkit.repair import find_repair
 from ssrkit.testrun import run_tests
 
 from conftest import UNITS_OPS
-from dirsandbox import DirSandbox
+from conftest import local_sandbox
 
 
 @pytest.fixture(scope="module")
-def units_session(units_repo, dir_sandbox, tmp_path_factory):
-    with Session(units_repo, tmp_path_factory.mktemp("units-out"), seed=0, sandbox_factory=dir_sandbox) as s:
+def units_session(units_repo, sandbox_factory, tmp_path_factory):
+    with Session(units_repo, tmp_path_factory.mktemp("units-out"), seed=0, sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         yield s
 
@@ -35,8 +35,8 @@ def make_artifact(session, family: str, operator: str, function: str, detail: st
     return Artifact(out.artifact)
 
 
-def solver_view(repo, art: Artifact) -> DirSandbox:
-    sb = DirSandbox(repo)
+def solver_view(repo, art: Artifact) -> object:
+    sb = local_sandbox(repo)
     sb.apply_patch(art.bug_diff)
     sb.apply_patch(art.weaken_diff)
     sb.fresh_history()

@@ -10,12 +10,12 @@ from ssrkit.testrun import run_tests
 from ssrkit.validate import cache_dir
 
 from conftest import commit_all
-from dirsandbox import DirSandbox
+from conftest import local_sandbox
 
 
 def test_detection_and_profile_override(calc_repo, units_repo):
     for repo, runner in ((calc_repo, PYTEST), (units_repo, UNITTEST)):
-        sb = DirSandbox(repo)
+        sb = local_sandbox(repo)
         try:
             assert detect_runner(sb, list_python_files(sb)) == runner
             profile = load_profile(sb, {"runner": "pytest", "args": "-p no:randomly", "python": "python3"})
@@ -24,12 +24,12 @@ def test_detection_and_profile_override(calc_repo, units_repo):
             sb.close()
 
 
-def test_map_ids_match_the_parser_and_the_map_is_cached(units_repo, tmp_path, dir_sandbox, monkeypatch):
+def test_map_ids_match_the_parser_and_the_map_is_cached(units_repo, tmp_path, sandbox_factory, monkeypatch):
     repo = tmp_path / "units"
     shutil.copytree(units_repo, repo)
     (repo / "ssrkit.toml").write_text('[inject]\nrunner = "pytest"\n')  # the repository's own profile
     commit_all(repo, "Add an ssrkit profile")
-    with Session(repo, tmp_path / "out", sandbox_factory=dir_sandbox) as s:
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         tm = s.testmap
         assert s.profile.runner == PYTEST
@@ -49,6 +49,6 @@ def test_map_ids_match_the_parser_and_the_map_is_cached(units_repo, tmp_path, di
         raise AssertionError("the map of an unchanged repository comes from the cache")
 
     monkeypatch.setattr(testmap, "run_with_coverage", no_run)
-    with Session(repo, tmp_path / "out", sandbox_factory=dir_sandbox) as s:
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         assert s.testmap.outcomes == tm.outcomes and s.testmap.files == tm.files
