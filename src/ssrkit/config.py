@@ -19,7 +19,16 @@ from .errors import SsrkitError
 from .fsutil import atomic_write_text
 
 DEFAULT_TEST_PATTERNS = ["tests/", "test/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
-DEFAULT_PROTECTED = ["conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", "noxfile.py"]
+#: Files restored to their original content (or deleted when a fix adds them) before a fix is graded: the files
+#: that steer the test runner, the interpreter's start-up hooks, and modules that would shadow the runner itself.
+#: A pattern with a slash at the end names a directory anywhere (globs allowed); one without, a file name anywhere.
+DEFAULT_PROTECTED = [
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+    "pyproject.toml", "noxfile.py",
+    "sitecustomize.py", "usercustomize.py", "*.pth",
+    "pytest.py", "pytest/", "_pytest/", "py.py", "pluggy/", "unittest.py", "unittest/",
+    "*.egg-info/", "*.dist-info/", "*.egg-link", "__pycache__/", "*.pyc", "*.so", "*.pyd",
+]
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "validate": {
@@ -44,7 +53,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "workdir": "/testbed",
     },
     "inject": {},
-    "solve": {"protected": DEFAULT_PROTECTED},
+    "solve": {"protected": DEFAULT_PROTECTED, "canary": True, "guard_shadows": True, "attempts": 8},
     "reward": {"alpha": 0.8},
     "train": {},
 }

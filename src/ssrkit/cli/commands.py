@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from . import examples, export, inject, pool, report, show, validate
+from . import examples, export, higher_order, inject, pool, report, reward, show, solve, validate
 from .main import app
 
 app.command("inject", epilog=inject.EPILOG)(inject.inject)
 app.command("validate", epilog=validate.EPILOG)(validate.validate)
 app.command("show", epilog=show.EPILOG)(show.show)
+app.command("solve", epilog=solve.EPILOG)(solve.solve)
+app.command("reward", epilog=reward.EPILOG)(reward.reward)
+app.command("higher-order", epilog=higher_order.EPILOG)(higher_order.higher_order)
 app.command("report", epilog=report.EPILOG)(report.report)
 app.command("export", epilog=export.EPILOG)(export.export)
 app.add_typer(pool.pool_app, name="pool")

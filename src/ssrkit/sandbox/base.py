@@ -55,6 +55,10 @@ class SandboxOptions:
     env: dict[str, str] = field(default_factory=dict)  # extra variables (after sanitizing)
     setup: str | None = None  # shell command run once after start, before the pristine snapshot
     setup_timeout: float = 900.0  # seconds allowed for `setup`
+    #: host paths commands must not see (e.g. the artifact a solver works on); honoured where the backend
+    #: isolates the filesystem (local with bubblewrap: an empty tmpfs / an empty file over each; docker
+    #: never mounts host paths)
+    hide: list[str] = field(default_factory=list)
 
 
 class Sandbox(ABC):

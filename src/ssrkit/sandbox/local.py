@@ -44,6 +44,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -205,7 +206,7 @@ def isolation_available() -> str | None:
 # -- process helpers -------------------------------------------------------------------------------------
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
-    """(process group, session) of `pid`."""
+    """(process group, session) of `pid`; None when it is gone or a zombie (nothing left to kill)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read()
@@ -213,6 +214,8 @@ def _proc_stat(pid: int) -> tuple[int, int] | None:
         return None
     rest = data[data.rfind(b")") + 2:].split()
     try:
+        if rest[0] in (b"Z", b"X"):
+            return None
         return int(rest[2]), int(rest[3])
     except (IndexError, ValueError):
         return None
@@ -472,6 +475,7 @@ class LocalSandbox(Sandbox):
                  "--bind", os.path.join(self.dir, "tmp"), "/tmp"]
             for d in _tmp_rebinds(env, self.original):
                 b += ["--ro-bind", d, d]
+            b += self._hide_flags()
             b += ["--bind", self.ws.path, self.original]
             for name in self.skipped:
                 src = os.path.join(self.original, name)
@@ -484,6 +488,25 @@ class LocalSandbox(Sandbox):
         if self.cgroup is not None:
             argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *argv]
         return argv
+
+    def _hide_flags(self) -> list[str]:
+        """Cover each `options.hide` path with an empty tmpfs (directory) or /dev/null (file).
+
+        A path holding the repository, the sandbox's own directories or the toolchain is never hidden.
+        """
+        flags: list[str] = []
+        keep = [self.original, self.dir, os.path.dirname(_BASH), os.path.realpath(sys.prefix), os.path.dirname(os.path.realpath(sys.executable))]
+        for raw in self.options.hide:
+            p = os.path.realpath(raw)
+            if p == "/" or any(k == p or k.startswith(p.rstrip("/") + "/") for k in keep):
+                _warn_once(f"hide:{p}", "ssrkit: not hiding %s from the sandbox: it holds the repository, the "
+                           "sandbox or the toolchain", p)
+                continue
+            if os.path.isdir(p):
+                flags += ["--tmpfs", p]
+            elif os.path.exists(p):
+                flags += ["--ro-bind", "/dev/null", p]
+        return flags
 
     def run(self, command: str, *, timeout: float, env: Mapping[str, str] | None = None,
             stdin: bytes | str | None = None, cwd: str | None = None) -> ExecResult:

@@ -1,0 +1,139 @@
+"""Sandbox overhead per backend: workspace setup, per-command cost, snapshot and reset.
+
+    python benchmarks/sandbox_overhead.py [--backends local-bwrap,local-none,docker] [--runs 20]
+
+Two repositories are generated in a temp dir: `small` (about 20 files) and `medium` (3000 files, 50 MB, in
+60 packages, committed). Columns (milliseconds, median of --runs where repeated):
+  setup cold  first sandbox of the repository in this process (local: copies the repository into the
+              RAM cache; docker: container start), pristine snapshot included
+  setup warm  a further sandbox of the same repository (local: `cp -a` of the cache)
+  exec        `true` through `run()` (process start, isolation, output pipe, leftover check)
+  snapshot    `snapshot()` after one file changed
+  reset       `reset()` after ten files changed (modified, added, deleted)
+  reset noop  `reset()` when nothing changed
+For docker the image is built first (not timed here; it is printed separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from ssrkit.sandbox import SandboxOptions, open_sandbox  # noqa: E402
+from ssrkit.source import RepoSource  # noqa: E402
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", "-C", str(repo), *args], check=True,
+                   capture_output=True)
+
+
+def make_repo(root: Path, name: str, files: int, size: int) -> Path:
+    repo = root / name
+    rng = random.Random(0)
+    for i in range(files):
+        d = repo / "pkg" / f"mod{i % 60}"
+        d.mkdir(parents=True, exist_ok=True)
+        line = f"value_{i} = {i}  # padding padding padding\n"
+        n = max(size // len(line), 1)
+        (d / f"f{i}.py").write_text(line * (n + rng.randint(0, 20)))
+    (repo / ".gitignore").write_text("build/\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    (repo / "build").mkdir()
+    (repo / "build" / "generated.txt").write_text("ignored\n")
+    return repo
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f}"
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def bench(source: RepoSource, runs: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    opts = SandboxOptions()
+    t = time.perf_counter()
+    sb = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
+    out["setup cold"] = time.perf_counter() - t
+    t = time.perf_counter()
+    sb2 = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
+    out["setup warm"] = time.perf_counter() - t
+    sb2.close()
+    try:
+        sb.run("true", timeout=60)
+        out["exec"] = statistics.median(timed(lambda: sb.run("true", timeout=60)) for _ in range(runs))
+        snaps, resets, noops = [], [], []
+        for i in range(max(runs // 4, 3)):
+            sb.run(f"echo {i} >> pkg/mod0/f0.py", timeout=60)
+            snaps.append(timed(lambda: sb.snapshot("bench")))
+            sb.run("for i in 1 2 3 4 5 6; do echo x >> pkg/mod$i/f$i.py; done; rm pkg/mod7/f7.py; "
+                   "echo new > pkg/new1.py; echo new > pkg/new2.py; rm build/generated.txt", timeout=60)
+            resets.append(timed(lambda: sb.reset()))
+            noops.append(timed(lambda: sb.reset()))
+        out["snapshot"] = statistics.median(snaps)
+        out["reset"] = statistics.median(resets)
+        out["reset noop"] = statistics.median(noops)
+    finally:
+        sb.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backends", default="local-bwrap,local-none,docker")
+    ap.add_argument("--runs", type=int, default=20)
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="ssrkit-bench-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    repos = {"small": make_repo(root, "small", 20, 2_000), "medium": make_repo(root, "medium", 3000, 16_700)}
+    for name, repo in repos.items():
+        nfiles = sum(len(f) for _, _, f in os.walk(repo))
+        mb = sum(os.path.getsize(os.path.join(d, x)) for d, _, f in os.walk(repo) for x in f) / 1e6
+        print(f"{name}: {nfiles} files (.git included), {mb:.0f} MB at {repo}")
+    cols = ["setup cold", "setup warm", "exec", "snapshot", "reset", "reset noop"]
+    print(f"\n{'backend':<12} {'repo':<7} " + " ".join(f"{c:>10}" for c in cols) + "   (ms)")
+    for backend in args.backends.split(","):
+        for name, repo in repos.items():
+            if backend.startswith("local"):
+                from ssrkit.sandbox.local import isolation_available
+
+                iso = backend.split("-", 1)[1]
+                if iso == "bwrap" and isolation_available():
+                    print(f"{backend:<12} {name:<7} skipped: {isolation_available()}")
+                    continue
+                os.environ["SSRKIT_LOCAL_ISOLATION"] = iso
+                source = RepoSource.local(repo)
+            else:
+                from ssrkit.image import build_image
+                from ssrkit.sandbox.factory import docker_available
+
+                why = docker_available()
+                if why:
+                    print(f"{backend:<12} {name:<7} skipped: {why}")
+                    continue
+                t = time.perf_counter()
+                tag = build_image(repo, tag=f"ssrkit-bench/{name}:latest")
+                print(f"{'':<12} {name:<7} (image build {time.perf_counter() - t:.1f} s)")
+                source = RepoSource.from_image(tag)
+            r = bench(source, args.runs)
+            print(f"{backend:<12} {name:<7} " + " ".join(f"{ms(r[c]):>10}" for c in cols))
+    subprocess.run(["rm", "-rf", str(root)])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""`ssrkit higher-order`: failed solver attempts → new, order-2 artifacts (validated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ..artifact import Artifact, find_artifacts
+from ..grade import GradeSettings
+from ..higher_order import check_out_dir, make_all
+from ..sandbox import open_sandbox
+from ..validate import Settings, Validator, validate_all
+from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt, config_for, console,
+                     explicit_source, print_json, sandbox_options, source_for)
+
+EPILOG = """
+[bold]Examples[/]
+
+  Turn the failed attempts of a round into new artifacts, validated:
+  [cyan]ssrkit higher-order runs/r1/artifacts/ --out runs/r1/higher/[/]
+  [cyan]ssrkit solve runs/r1/higher/ --solver llm --base-url http://localhost:8000/v1 --model M[/]
+
+  Only write them (validate later), JSON for scripts:
+  [cyan]ssrkit higher-order art/3f2a9c1d --out /tmp/ho --no-validate --json | jq '.[] | select(.status=="created") | .path'[/]
+
+Each new artifact is OUT/<id>/: its bug_inject.diff is the combined code diff (parent bug + the failed fix's
+code hunks; its test-file hunks are dropped); test_weaken.diff, test_script.sh, test_files.txt and
+test_parser.py are the parent's; artifact.toml has order = 2, parent and parent_attempt. Attempts that
+passed, changed no code, do not apply or repeat an earlier combined diff are skipped. Order-2 artifacts
+make no further ones.
+"""
+
+
+def higher_order(
+    artifacts: List[Path] = typer.Argument(..., help="Solved artifact directories (or directories holding them).",
+                                           show_default=False),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the new artifacts.", show_default=False),
+    validate: bool = typer.Option(True, "--validate/--no-validate", help="Validate each new artifact."),
+    jobs: Optional[int] = JobsOpt,
+    repo: Optional[Path] = RepoOpt,
+    image: Optional[str] = ImageOpt,
+    workdir: Optional[str] = WorkdirOpt,
+    backend: Optional[str] = BackendOpt,
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Make higher-order artifacts from failed attempts: original + bug + weaken + the failed fix."""
+    found = find_artifacts(artifacts)
+    check_out_dir(out, found)
+    explicit = explicit_source(repo, image, workdir)
+    items = [(a, source_for(a, explicit)) for a in found]
+    first = items[0][1] if items else None
+    cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
+    cfg.override("validate", jobs=jobs)
+    be = backend or cfg.get("sandbox", "backend", "auto")
+    options = sandbox_options(cfg)
+    outcomes = make_all(items, out, lambda src: open_sandbox(src, be, options),
+                        settings=GradeSettings.from_config(cfg))
+    results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
+    created = [(i, o) for i, o in enumerate(outcomes) if o.status == "created"]
+    if validate and created:
+        validator = Validator(Settings.from_section(cfg.section("validate")), backend=be, options=options)
+        new = [Artifact(o.path) for _, o in created]
+        reports = validate_all([(a, a.metadata.repo) for a in new], validator)
+        for (i, _), rep in zip(created, reports):
+            results[i]["valid"] = rep["valid"]
+            failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
+            if failed:
+                results[i]["invalid_because"] = f"{failed['name']}: {failed['message']}"
+    if as_json:
+        print_json(results)
+        return
+    table = Table(title=f"higher-order artifacts → {escape(str(out))}", title_justify="left")
+    table.add_column("parent", overflow="fold")
+    table.add_column("attempt")
+    table.add_column("outcome")
+    table.add_column("new artifact / reason", overflow="fold")
+    for r in results:
+        if r["status"] == "created":
+            verdict = {True: " [green]valid[/]", False: " [red]invalid[/]", None: ""}[r.get("valid")]
+            outcome = f"[bold]created[/]{verdict}"
+            note = escape(r["path"]) + (f"\n{escape(r['invalid_because'])}" if r.get("invalid_because") else "")
+        else:
+            outcome = "[dim]" + r["status"] + "[/]"
+            note = escape(r["reason"])
+        table.add_row(escape(Path(r["parent"]).name), r["attempt"], outcome, note)
+    console.print(table)
+    n_created = sum(1 for r in results if r["status"] == "created")
+    n_valid = sum(1 for r in results if r.get("valid"))
+    console.print(f"{n_created} created" + (f", {n_valid} valid" if validate else ""))

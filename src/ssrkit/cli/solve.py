@@ -1,0 +1,197 @@
+"""`ssrkit solve`: solver attempts on valid artifacts, each graded in a fresh sandbox."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..artifact import Artifact, find_artifacts
+from ..errors import SsrkitError
+from ..grade import GradeSettings
+from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
+from ..source import RepoSource
+from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt, config_for, console,
+                     err_console, explicit_source, print_json, sandbox_options, source_for)
+
+EPILOG = """
+[bold]Examples[/]
+
+  Check the grading on an artifact: the oracle (reverse of the bug) must pass, the empty patch must fail:
+  [cyan]ssrkit solve art/3f2a9c1d --solver oracle --attempts 1[/]
+  [cyan]ssrkit solve art/3f2a9c1d --solver null --attempts 2[/]      (adds attempt 002 next to 001)
+
+  Eight LLM attempts per artifact (the GRPO group), four sandboxes at a time, against a vLLM server:
+  [cyan]ssrkit solve runs/r1/artifacts/ --solver llm --base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-32B-Instruct --jobs 4[/]
+
+  Re-grade every saved fix.diff (e.g. after changing [solve] protected) without running any solver:
+  [cyan]ssrkit solve runs/r1/artifacts/ --regrade --json | jq '[.[] | .passed]'[/]
+
+  Grade a patch made by another tool or a person; it is kept as a new attempt (solver "external"):
+  [cyan]git diff > /tmp/my.diff && ssrkit solve art/3f2a9c1d --patch /tmp/my.diff[/]
+
+Re-running is idempotent: --attempts N makes sure each artifact has N finished attempts (a larger N adds only
+the missing ones; --redo runs 001..N again). Each attempt is attempts/NNN/ with fix.diff, eval.json
+(passed, reason, tests, exit_code, solver, …), test_output.log and, for llm, trajectory.json.
+Only valid artifacts are solved: validate first. Exit code: 0; with --patch, 0 when the patch passes, 1 when
+it fails; 2 on usage or environment errors.
+"""
+
+
+def solve(
+    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
+                                           show_default=False),
+    solver: str = typer.Option("llm", "--solver", "-s",
+                               help=f"Who solves: {', '.join(sorted(SOLVERS))}."),
+    attempts: Optional[int] = typer.Option(None, "--attempts", "-n", min=0,
+                                           help="Finished attempts each artifact must have (default 8)."),
+    jobs: Optional[int] = JobsOpt,
+    redo: bool = typer.Option(False, "--redo", help="Run attempts 001..N again, replacing them."),
+    regrade: bool = typer.Option(False, "--regrade", help="Re-grade saved fix.diff files; run no solver."),
+    patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
+                                         show_default=False),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default: [validate] timeout, 90)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (llm).",
+                                           rich_help_panel="Model"),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name served there (llm).",
+                                        rich_help_panel="Model"),
+    api_key_env: Optional[str] = typer.Option(None, "--api-key-env",
+                                              help="Variable holding the API key (default OPENAI_API_KEY).",
+                                              rich_help_panel="Model"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", rich_help_panel="Model"),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Agent turns per attempt (default 50).",
+                                            rich_help_panel="Model"),
+    token_ids: bool = typer.Option(False, "--token-ids", help="Ask the server for token ids and log-probs (vLLM).",
+                                   rich_help_panel="Model"),
+    budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
+                                              help="Test runs the repair solver may spend per attempt (default 40)."),
+    seed: int = typer.Option(0, "--seed", help="Base seed (attempt k uses seed + k)."),
+    repo: Optional[Path] = RepoOpt,
+    image: Optional[str] = ImageOpt,
+    workdir: Optional[str] = WorkdirOpt,
+    backend: Optional[str] = BackendOpt,
+    config: Optional[Path] = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run solver attempts on valid artifacts and grade each fix against the original tests.
+
+    The solver's sandbox holds the original code with the bug and the weakened tests, its git history replaced by one fresh commit. Grading restores the listed test files and every protected file (test-like files, conftest.py, pytest.ini, pyproject.toml, …), runs test_script.sh and requires every FAIL_TO_PASS and PASS_TO_PASS test to pass and no test to fail; a passing fix is re-run with a canary test that must fail, to catch forged output.
+    """
+    if regrade and patch is not None:
+        raise SsrkitError("give either --regrade or --patch, not both")
+    found = find_artifacts(artifacts)
+    explicit = explicit_source(repo, image, workdir)
+    items = [(a, source_for(a, explicit)) for a in found]
+    first = items[0][1] if items else None
+    cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
+    options = SolveOptions(
+        grade=GradeSettings.from_config(cfg, timeout=timeout),
+        backend=backend or cfg.get("sandbox", "backend", "auto"),
+        sandbox=sandbox_options(cfg),
+        jobs=jobs or int(cfg.get("solve", "jobs", 1)),
+        seed=seed,
+        hide=[str(p) for p in cfg.get("solve", "hide", [])],
+    )
+    engine = Engine(options)
+    items = _solvable(items, quiet=as_json)
+
+    if patch is not None:
+        if len(items) != 1:
+            raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
+        text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
+        art, source = items[0]
+        record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
+        _render([record], as_json, items)
+        raise typer.Exit(0 if record["passed"] else 1)
+
+    if regrade:
+        records = _with_progress(lambda cb: engine.regrade(items, on_done=cb), "regrade", as_json)
+    else:
+        n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
+        model_options: dict[str, Any] = {
+            "base_url": base_url or cfg.get("solve", "base_url"),
+            "model": model or cfg.get("solve", "model"),
+            "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
+            "temperature": temperature,
+            "want_token_ids": token_ids,
+            "budget_runs": budget_runs,
+            "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
+                      **({"max_turns": max_turns} if max_turns else {})},
+        }
+        the_solver = make_solver(solver, **model_options)
+        records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb),
+                                 f"solve ({solver})", as_json)
+    _render(records, as_json, items)
+
+
+def _read_patch(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except FileNotFoundError:
+        raise SsrkitError(f"--patch {path}: no such file")
+    except IsADirectoryError:
+        raise SsrkitError(f"--patch {path} is a directory; give a diff file")
+
+
+def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool) -> list[tuple[Artifact, RepoSource]]:
+    """Drop invalid artifacts with a note; unvalidated or stale ones are an error (validate first)."""
+    from ..grade import load_expectations
+
+    keep, notes = [], []
+    for art, source in items:
+        data = art.validation
+        if data is not None and data.get("valid") is False and data.get("content_id") in (None, art.content_id()):
+            notes.append(f"skipped {art.path}: invalid (validate it first after fixing it)")
+            continue
+        load_expectations(art)  # raises the "validate it first" errors
+        keep.append((art, source))
+    if not keep:
+        if len(items) == 1:
+            load_expectations(items[0][0])
+        raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
+    for n in notes:
+        err_console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+    return keep
+
+
+def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:
+    if quiet:
+        return run(None)
+    with Progress(TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err_console, transient=True) as progress:
+        task = progress.add_task("", total=None)
+
+        def done(record: dict[str, Any]) -> None:
+            progress.update(task, advance=1, description=escape(f"{Path(record['artifact']).name}/{record['attempt']}"))
+
+        return run(done)
+
+
+def _render(records: list[dict[str, Any]], as_json: bool, items: list[tuple[Artifact, RepoSource]]) -> None:
+    if as_json:
+        print_json(records)
+        return
+    if records:
+        table = Table(title="attempts graded", title_justify="left")
+        table.add_column("artifact", overflow="fold")
+        table.add_column("attempt")
+        table.add_column("solver")
+        table.add_column("verdict", no_wrap=True)
+        table.add_column("reason", overflow="fold")
+        table.add_column("time", justify="right")
+        for r in records:
+            table.add_row(escape(Path(r["artifact"]).name), r["attempt"], escape(str(r["solver"])),
+                          "[green]✔ solved[/]" if r["passed"] else "[red]✘ failed[/]", escape(r["reason"]),
+                          f"{r.get('seconds', 0):.1f}s")
+        console.print(table)
+    else:
+        console.print("nothing to do: every artifact already has its attempts (use --attempts N or --redo)")
+    for art, _ in items:
+        recs = attempt_records(art)
+        solved = sum(1 for r in recs if r.get("passed"))
+        console.print(f"{escape(str(art.path))}: {solved}/{len(recs)} attempt(s) solved")

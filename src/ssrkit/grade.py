@@ -1,0 +1,506 @@
+"""Grading a fix exactly as SPEC §6 says, plus the checks that keep reward hacking from paying.
+
+State graded: original + `bug_inject.diff` + `test_weaken.diff` + fix. (A higher-order artifact needs nothing
+more: its `bug_inject.diff` already is the combined code diff of the parent bug and the failed fix, SPEC §8.)
+Then, before the tests run:
+
+* every file listed in `test_files.txt` is restored to its original content;
+* every *protected* file touched by any of the diffs is restored, or deleted when it did not exist originally.
+  Protected = test-like files (`[validate] test_patterns`: `tests/`, `test_*.py`, `*_test.py`, `conftest.py`
+  …) and the files that steer the runner or the interpreter (`[solve] protected`: `pytest.ini`, `tox.ini`,
+  `setup.cfg`, `pyproject.toml`, `sitecustomize.py`, `*.pth`, a local `pytest.py` …);
+* a new top-level module the fix adds at an import root (the repository root or `src/`) under the name of a
+  standard-library module or of the test runner's own packages is deleted: `python -m pytest` puts the
+  repository root first on `sys.path`, so a new `argparse.py` there would run before any test.
+
+Ancestors of a restored path that the fix turned into symlinks or files are removed first, so a restore
+never writes through a link.
+
+Verdict: the attempt succeeds only if every FAIL_TO_PASS and PASS_TO_PASS test is present in the parsed log
+and passed, and no test in the log failed or errored. A timeout, a parser failure, or a fix that does not
+apply fails the attempt with a reason saying so. The script's exit code is recorded; a non-zero exit with no
+failed test in the log is tampering and fails the attempt.
+
+The fix's code runs in one sandbox; every log is parsed in a second, clean sandbox where no code of the fix
+ever ran, so nothing the fix leaves behind (a module dropped next to the parser, a poisoned home directory or
+interpreter) can forge the parser's verdict.
+
+Canary (on by default, `[solve] canary`): an attempt that passes is run once more with a test that always
+fails appended to one of the listed test files, under a random name. If the log reports the canary as
+passed, or the canary is missing although the same test script does report it on the original code, the
+output was forged (a patched runner, a hook making every test pass, a process printing `PASSED` lines and
+exiting early) and the attempt fails. The extra runs cost time only for attempts that would otherwise pass.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import secrets
+import shlex
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from . import __version__
+from . import patch as patches
+from .artifact import BUG_DIFF, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact, now_iso
+from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
+from .errors import PatchError, SsrkitError
+from .sandbox.base import PRISTINE, Sandbox
+from .testrun import ERROR, FAILED, PASSED, TestRun, run_parser
+
+FIX_LABEL = "fix.diff"
+
+#: Top-level names a fix may not add at an import root: the standard library and the runner's own packages.
+RUNNER_MODULES = frozenset({
+    "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "colorama",
+    "pygments", "xdist", "pytest_timeout", "coverage", "nose", "nose2", "hypothesis", "_hypothesis_pytestplugin",
+})
+SHADOW_NAMES = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
+IMPORT_ROOTS = ("", "src")
+
+
+# -- settings --------------------------------------------------------------------------------------
+
+@dataclass
+class GradeSettings:
+    timeout: float = 90.0
+    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
+    protected: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED))
+    canary: bool = True
+    guard_shadows: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
+        return cls(
+            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", 90.0)),
+            test_patterns=list(cfg.get("validate", "test_patterns", DEFAULT_TEST_PATTERNS)),
+            protected=list(cfg.get("solve", "protected", DEFAULT_PROTECTED)),
+            canary=bool(cfg.get("solve", "canary", True)),
+            guard_shadows=bool(cfg.get("solve", "guard_shadows", True)),
+        )
+
+    @property
+    def patterns(self) -> list[str]:
+        return [*self.test_patterns, *self.protected]
+
+
+def matches(path: str, patterns: list[str]) -> bool:
+    """True when `path` matches a pattern: `dir/` (glob) names a directory anywhere on the path; a pattern
+    with an inner slash matches the whole path; any other pattern matches the file name anywhere."""
+    p = PurePosixPath(path)
+    for pat in patterns:
+        if pat.endswith("/"):
+            name = pat.rstrip("/")
+            if "/" in name:
+                if fnmatch.fnmatchcase(path, name + "/*"):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, name) for part in p.parts[:-1]):
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatchcase(path, pat):
+                return True
+        elif fnmatch.fnmatchcase(p.name, pat):
+            return True
+    return False
+
+
+def shadowed_module(path: str) -> str | None:
+    """The standard-library or runner module a file at `path` would shadow, if it sits at an import root."""
+    parts = PurePosixPath(path).parts
+    for root in IMPORT_ROOTS:
+        rparts = PurePosixPath(root).parts if root else ()
+        if len(parts) <= len(rparts) or tuple(parts[:len(rparts)]) != rparts:
+            continue
+        rest = parts[len(rparts):]
+        top = rest[0]
+        if len(rest) == 1:
+            if not top.endswith((".py", ".pyc", ".so", ".pyd")):
+                continue
+            top = top.split(".", 1)[0]
+        if top in SHADOW_NAMES:
+            return top
+    return None
+
+
+# -- validation.json -------------------------------------------------------------------------------
+
+@dataclass
+class Expectations:
+    """What grading needs from validation.json."""
+
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+
+    @property
+    def required(self) -> list[str]:
+        return [*self.fail_to_pass, *self.pass_to_pass]
+
+
+def load_expectations(artifact: Artifact) -> Expectations:
+    """FAIL_TO_PASS / PASS_TO_PASS of a valid, up-to-date validation; SsrkitError otherwise."""
+    data = artifact.validation
+    if data is None:
+        raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
+                          f"ssrkit validate {artifact.path}")
+    if data.get("content_id") and data["content_id"] != artifact.content_id():
+        raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
+                          f"first: ssrkit validate {artifact.path} --redo")
+    if not data.get("valid"):
+        checks = data.get("checks") or []
+        first = next((c for c in checks if c.get("status") == "failed"), None)
+        why = f" ({first['name']}: {first['message']})" if first else ""
+        raise SsrkitError(f"{artifact.path} is invalid{why}; only valid artifacts are solved — fix it and "
+                          f"validate it first")
+    f2p = list(data.get("fail_to_pass") or [])
+    if not f2p:
+        raise SsrkitError(f"{artifact.path}: validation.json lists no FAIL_TO_PASS test; validate it first "
+                          f"(ssrkit validate --redo)")
+    return Expectations(f2p, list(data.get("pass_to_pass") or []))
+
+
+# -- the verdict -----------------------------------------------------------------------------------
+
+@dataclass
+class Grade:
+    """One graded fix: what eval.json records (besides who made it)."""
+
+    passed: bool
+    reason: str
+    tests: dict[str, str] = field(default_factory=dict)
+    exit_code: int | None = None
+    timed_out: bool = False
+    seconds: float = 0.0
+    log: str = ""
+    missing: list[str] = field(default_factory=list)
+    not_passed: dict[str, str] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    fix_files: list[str] = field(default_factory=list)
+    canary: dict[str, Any] | None = None
+    parse_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "reason": self.reason,
+            "tests": self.tests,
+            "exit_code": self.exit_code,
+            "timed_out": self.timed_out,
+            "seconds": round(self.seconds, 3),
+            "missing": self.missing,
+            "not_passed": self.not_passed,
+            "failed": self.failed,
+            "fix_files": self.fix_files,
+            "restored": self.restored,
+            "deleted": self.deleted,
+            "canary": self.canary,
+            "parse_error": self.parse_error,
+        }
+
+
+def _short(items: list[str], n: int = 3) -> str:
+    shown = ", ".join(items[:n])
+    return shown + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def judge(run: TestRun, expect: Expectations) -> tuple[bool, str, dict[str, Any]]:
+    """The SPEC §6 verdict on one grading run: (passed, reason, details)."""
+    statuses = run.statuses
+    required = expect.required
+    missing = [t for t in required if t not in statuses]
+    not_passed = {t: statuses[t] for t in required if t in statuses and statuses[t] != PASSED}
+    failed = sorted(t for t, s in statuses.items() if s in (FAILED, ERROR))
+    details = {"missing": missing, "not_passed": not_passed, "failed": failed}
+    if run.timed_out:
+        return False, f"the tests did not finish within the time budget ({run.seconds:.0f}s)", details
+    if run.parse_error and not statuses:
+        return False, f"the test log could not be parsed: {run.parse_error}", details
+    f2p = set(expect.fail_to_pass)
+    f2p_bad = [t for t in expect.fail_to_pass if t in missing or t in not_passed]
+    if f2p_bad:
+        how = ", ".join(f"{t} ({not_passed.get(t, 'absent')})" for t in f2p_bad[:3])
+        more = f" and {len(f2p_bad) - 3} more" if len(f2p_bad) > 3 else ""
+        return False, (f"{len(f2p_bad)} of {len(f2p)} FAIL_TO_PASS test(s) do not pass: {how}{more}"), details
+    p2p_bad = [t for t in expect.pass_to_pass if t in missing or t in not_passed]
+    if p2p_bad:
+        how = ", ".join(f"{t} ({not_passed.get(t, 'absent')})" for t in p2p_bad[:3])
+        more = f" and {len(p2p_bad) - 3} more" if len(p2p_bad) > 3 else ""
+        return False, f"{len(p2p_bad)} PASS_TO_PASS test(s) broken by the fix: {how}{more}", details
+    if failed:
+        return False, f"{len(failed)} other test(s) failed: {_short(failed)}", details
+    if run.exit_code != 0:
+        return False, (f"tampering: the test script exited with code {run.exit_code} but the parsed log shows no "
+                       f"failed test"), details
+    return True, f"all {len(required)} required test(s) pass ({len(f2p)} FAIL_TO_PASS)", details
+
+
+# -- restoring protected files --------------------------------------------------------------------
+
+_PREP = r'''
+ssrkit_prep() {
+  local path="$1" acc="" part
+  local IFS=/
+  read -ra parts <<< "$path"
+  unset IFS
+  local n=$(( ${#parts[@]} - 1 ))
+  for ((i = 0; i < n; i++)); do
+    acc="${acc:+$acc/}${parts[i]}"
+    if [ -L "$acc" ] || { [ -e "$acc" ] && [ ! -d "$acc" ]; }; then rm -f -- "$acc"; fi
+  done
+  rm -rf -- "$path"
+}
+'''
+
+
+def _read_original(sandbox: Sandbox, path: str) -> bytes | None:
+    try:
+        return sandbox.read_file(path)
+    except FileNotFoundError:
+        return None
+    except (IsADirectoryError, NotADirectoryError, PermissionError):
+        return None
+
+
+def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings) -> tuple[list[str], list[str]]:
+    """(paths to restore or delete, fix files that are shadowing modules)."""
+    touched: list[str] = []
+    for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX_LABEL, fix_diff)):
+        for p in patches.touched_files(diff, label):
+            if p not in touched:
+                touched.append(p)
+    out = list(artifact.test_files)
+    for p in touched:
+        if p not in out and matches(p, settings.patterns):
+            out.append(p)
+    shadows: list[str] = []
+    for c in patches.parse(fix_diff, FIX_LABEL) if settings.guard_shadows else []:
+        if c.target and c.target not in out and c.target not in shadows and shadowed_module(c.target):
+            shadows.append(c.target)  # deleted below unless the file exists in the original repository
+    return out, shadows
+
+
+@dataclass
+class PreparedState:
+    restored: list[str]
+    deleted: list[str]
+    originals: dict[str, bytes | None]
+
+
+def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: GradeSettings) -> PreparedState:
+    """Bring the sandbox to the graded state: original + bug + weaken + fix, protected files restored.
+
+    Raises PatchError naming `fix.diff` when the fix does not apply (or escapes the repository), and
+    SsrkitError when the artifact's own diffs do not apply (the artifact changed or its source did).
+    """
+    patches.check_paths(fix_diff, FIX_LABEL)
+    paths, shadows = _protected_paths(artifact, fix_diff, settings)
+    sandbox.reset(PRISTINE)
+    originals = {p: _read_original(sandbox, p) for p in paths}
+    shadows = [p for p in shadows if _read_original(sandbox, p) is None]
+    for p in shadows:
+        originals[p] = None
+    try:
+        sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
+        sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
+    except PatchError as e:
+        raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
+    sandbox.apply_patch(fix_diff, label=FIX_LABEL)
+    fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
+    todo = paths + [p for p in shadows if p not in paths]
+    script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
+    res = sandbox.run(script, timeout=60)
+    if not res.ok:
+        raise SsrkitError(f"could not restore the protected files in the sandbox: {res.output.strip()[:300]}")
+    restored, deleted = [], []
+    for p in todo:
+        data = originals.get(p)
+        if data is None:
+            if p in fix_touched:
+                deleted.append(p)
+            continue
+        sandbox.write_file(p, data)
+        if p in fix_touched or p in patches.touched_files(artifact.weaken_diff, WEAKEN_DIFF):
+            restored.append(p)
+    return PreparedState(restored=restored, deleted=deleted, originals=originals)
+
+
+# -- running and parsing --------------------------------------------------------------------------
+
+def execute(work: Sandbox, clean: Sandbox, artifact: Artifact, timeout: float) -> TestRun:
+    """Run test_script.sh in `work`'s current state; parse the log in `clean`.
+
+    `clean` is a sandbox where no code of the fix ever ran: whatever the fix did during the test run (files
+    dropped in the scratch directory, a poisoned home directory or interpreter) cannot reach the parser.
+    """
+    script = work.scratch_path("test_script.sh")
+    work.write_file(script, artifact.test_script, mode=0o755)
+    res = work.run(f"bash {shlex.quote(script)}", timeout=timeout)
+    run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
+                  truncated=res.truncated)
+    clean.reset(PRISTINE)
+    statuses, error, raw = run_parser(clean, artifact.test_parser, res.output)
+    run.parser_output = raw
+    if statuses is not None:
+        run.statuses = statuses
+    else:
+        run.parse_error = error
+    return run
+
+
+# -- the canary -----------------------------------------------------------------------------------
+
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+
+
+def canary_target(artifact: Artifact, expect: Expectations) -> str | None:
+    """The listed test file the canary goes into: one holding a FAIL_TO_PASS test if the ids tell."""
+    candidates = [f for f in artifact.test_files if _TEST_MODULE.search(f)]
+    if not candidates:
+        return None
+    for f in candidates:
+        if any(t.startswith(f) or f in t for t in expect.fail_to_pass):
+            return f
+    stem_hits = [f for f in candidates
+                 if any(PurePosixPath(f).stem in t for t in expect.fail_to_pass)]
+    return (stem_hits or candidates)[0]
+
+
+def canary_code(nonce: str) -> str:
+    """A test that always fails, visible to pytest (module function) and unittest (TestCase)."""
+    return (
+        "\n\n# --- ssrkit grading canary: a test that must fail ---\n"
+        f"import unittest as _ssrkit_unittest_{nonce}\n\n\n"
+        f"def test_ssrkit_canary_{nonce}():\n"
+        f"    raise AssertionError('ssrkit canary {nonce}')\n\n\n"
+        f"class TestSsrkitCanary{nonce}(_ssrkit_unittest_{nonce}.TestCase):\n"
+        f"    def test_ssrkit_canary_{nonce}(self):\n"
+        f"        raise AssertionError('ssrkit canary {nonce}')\n"
+    )
+
+
+def _canary_statuses(run: TestRun, nonce: str) -> dict[str, str]:
+    return {t: s for t, s in run.statuses.items() if nonce in t}
+
+
+_reference_cache: dict[tuple[str, str, str, str], bool] = {}
+_reference_lock = threading.Lock()
+
+
+def _with_canary(original: bytes, nonce: str) -> str:
+    return original.decode("utf-8", "replace").rstrip("\n") + "\n" + canary_code(nonce)
+
+
+def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: bytes, timeout: float) -> bool:
+    """Does the test script report a canary in `target` on the original code? (cached per process)
+
+    Runs in the clean sandbox: the fix's code must not be able to hide the canary from this reference run.
+    """
+    key = (artifact.content_id(), target, artifact.test_script, artifact.test_parser)
+    with _reference_lock:
+        if key in _reference_cache:
+            return _reference_cache[key]
+    nonce = secrets.token_hex(6)
+    clean.reset(PRISTINE)
+    clean.write_file(target, _with_canary(original, nonce))
+    run = execute(clean, clean, artifact, timeout)
+    seen = bool(_canary_statuses(run, nonce))
+    with _reference_lock:
+        _reference_cache[key] = seen
+    return seen
+
+
+def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
+                 settings: GradeSettings) -> tuple[bool, dict[str, Any]]:
+    """Re-run the graded state with an always-failing test added; (forged?, details)."""
+    target = canary_target(artifact, expect)
+    prepared = prepare(work, artifact, fix_diff, settings)  # afresh: the first run may have changed files
+    if target is None or prepared.originals.get(target) is None:
+        return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
+    nonce = secrets.token_hex(6)
+    work.write_file(target, _with_canary(prepared.originals[target], nonce))
+    run = execute(work, clean, artifact, settings.timeout)
+    seen = _canary_statuses(run, nonce)
+    info: dict[str, Any] = {"file": target, "tests": seen, "exit_code": run.exit_code}
+    if any(s == PASSED for s in seen.values()):
+        info["status"] = "forged"
+        info["note"] = "a test that always fails was reported as passed"
+        return True, info
+    if seen:
+        info["status"] = "caught"  # reported, and not as passed: the output is genuine
+        return False, info
+    expected = canary_expected(clean, artifact, target, prepared.originals[target], settings.timeout)
+    info["expected_on_original"] = expected
+    if expected:
+        info["status"] = "vanished"
+        info["note"] = "the canary test is reported on the original code but missing with the fix"
+        return True, info
+    info["status"] = "absent"
+    info["note"] = "the test script does not report a canary test (it selects tests by id); check inconclusive"
+    return False, info
+
+
+# -- grading --------------------------------------------------------------------------------------
+
+def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox | None = None,
+          settings: GradeSettings | None = None, expect: Expectations | None = None) -> Grade:
+    """Grade one fix.
+
+    `sandbox` and `clean` are two sandboxes opened on the artifact's repository (pristine state = the
+    original). The fix's code runs only in `sandbox`; logs are parsed in `clean`, which must be a sandbox
+    no fix ever ran in (pass None to parse in `sandbox` after a reset — weaker: only for backends where
+    nothing outside the workspace survives a command).
+    """
+    clean = clean or sandbox
+    settings = settings or GradeSettings()
+    expect = expect or load_expectations(artifact)
+    started = time.monotonic()
+    try:
+        fix_files = patches.touched_files(fix_diff, FIX_LABEL)
+    except PatchError as e:
+        return Grade(False, f"the fix is not a valid diff: {e}", seconds=time.monotonic() - started)
+    try:
+        prepared = prepare(sandbox, artifact, fix_diff, settings)
+    except PatchError as e:
+        return Grade(False, f"the fix does not apply: {e}", fix_files=fix_files,
+                     seconds=time.monotonic() - started)
+    run = execute(sandbox, clean, artifact, settings.timeout)
+    passed, reason, details = judge(run, expect)
+    result = Grade(
+        passed=passed, reason=reason, tests=run.statuses, exit_code=run.exit_code, timed_out=run.timed_out,
+        log=run.log, missing=details["missing"], not_passed=details["not_passed"], failed=details["failed"],
+        restored=prepared.restored, deleted=prepared.deleted, fix_files=fix_files, parse_error=run.parse_error,
+    )
+    if passed and settings.canary:
+        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings)
+        result.canary = info
+        if forged:
+            result.passed = False
+            result.reason = f"tampering: {info['note']} (canary in {info['file']})"
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def eval_record(grade_: Grade, *, solver: str, attempt: str, artifact: Artifact,
+                solver_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The eval.json object of one attempt."""
+    record = {
+        "passed": grade_.passed,
+        "reason": grade_.reason,
+        "tests": grade_.tests,
+        "exit_code": grade_.exit_code,
+        "solver": solver,
+        "attempt": attempt,
+        "artifact": str(artifact.path),
+        "artifact_id": artifact.id,
+    }
+    record.update({k: v for k, v in grade_.to_dict().items() if k not in record})
+    record["solver_info"] = solver_info or {}
+    record["graded"] = now_iso()
+    record["ssrkit_version"] = __version__
+    return record

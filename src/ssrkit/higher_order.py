@@ -1,0 +1,193 @@
+"""Higher-order bugs (SPEC §8): a failed solver attempt is a natural, realistic mistake — stack it on the bug.
+
+For each failed attempt of an artifact, the new buggy state is original + bug + weaken + the failed fix with
+its test-file hunks dropped (every file `grade` would restore: listed, test-like and protected files). The
+new artifact records that state without any extra file: its `bug_inject.diff` **is** the combined code diff
+against the original repository (computed in a sandbox: apply the parent's bug and the code part of the
+fix, diff), so the solver sandbox, the oracle (its reverse) and grading need no special case.
+`test_weaken.diff`, `test_script.sh`, `test_files.txt` and `test_parser.py` are inherited; `artifact.toml`
+says `order = parent + 1` (never above 2), `parent` (the parent's id), `parent_attempt` and
+`strategy = "higher_order"`.
+
+Skipped, with a reason: attempts that passed, unfinished attempts, fixes with no code change, fixes that do
+not apply, fixes whose code part undoes the whole bug, and duplicates (the same combined diff gives the same
+content id, so an artifact already in the output directory, or made earlier in the same run, is not made
+again). The new artifacts are validated like any other (the CLI does it; `higher_order` only writes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import patch as patches
+from .artifact import BUG_DIFF, TEST_FILES, Artifact, Metadata, content_id, create_artifact
+from .errors import PatchError, SsrkitError
+from .grade import FIX_LABEL, GradeSettings, matches
+from .sandbox import PRISTINE, Sandbox
+from .solve import EVAL, FIX, completed_attempts, read_eval
+from .source import RepoSource
+
+MAX_ORDER = 2
+STRATEGY = "higher_order"
+
+
+@dataclass
+class Outcome:
+    """What became of one attempt."""
+
+    parent: str  # the parent artifact's path
+    attempt: str
+    status: str  # created | duplicate | skipped
+    reason: str
+    path: str | None = None  # the new artifact (created or duplicate)
+    id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"parent": self.parent, "attempt": self.attempt, "status": self.status, "reason": self.reason,
+                "path": self.path, "id": self.id}
+
+
+def code_part(fix_diff: str, artifact: Artifact, settings: GradeSettings) -> str:
+    """The fix without the files grading would restore (listed tests, test-like and protected files)."""
+    if not fix_diff.strip():
+        return ""
+    listed = set(artifact.test_files)
+    keep = []
+    per_file = patches.split_by_file(fix_diff, FIX_LABEL)
+    changes = {c.path: c for c in patches.parse(fix_diff, FIX_LABEL)}
+    for path, sub in per_file.items():
+        c = changes[path]
+        sides = [p for p in (c.source, c.target) if p]
+        if c.binary or any(p in listed or matches(p, settings.patterns) for p in sides):
+            continue
+        keep.append(sub)
+    return "".join(keep)
+
+
+def combined_bug_diff(sandbox: Sandbox, artifact: Artifact, fix_code: str, settings: GradeSettings) -> str:
+    """original → original + bug + code part of the fix, as one diff over code files only."""
+    sandbox.reset(PRISTINE)
+    sandbox.fresh_history(message="original")  # HEAD = the original tree as the sandbox holds it
+    sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
+    sandbox.apply_patch(fix_code, label=FIX_LABEL)
+    diff = sandbox.diff()
+    return code_part(diff, artifact, settings)
+
+
+def _normalized(diff: str) -> str:
+    return "".join(line for line in diff.splitlines(keepends=True) if not line.startswith("index "))
+
+
+def make_higher_order(
+    artifact: Artifact,
+    source: RepoSource,
+    out_dir: Path,
+    open_sandbox: Callable[[RepoSource], Sandbox],
+    *,
+    settings: GradeSettings | None = None,
+    seen: set[str] | None = None,
+) -> list[Outcome]:
+    """Write one new artifact under `out_dir/<id>/` per usable failed attempt of `artifact`."""
+    settings = settings or GradeSettings()
+    seen = seen if seen is not None else set()
+    parent_meta = artifact.metadata
+    outcomes: list[Outcome] = []
+    attempts = completed_attempts(artifact)
+
+    def skip(name: str, reason: str) -> None:
+        outcomes.append(Outcome(str(artifact.path), name, "skipped", reason))
+
+    if parent_meta.order >= MAX_ORDER:
+        for d in attempts:
+            skip(d.name, f"the artifact has order {parent_meta.order}; higher-order bugs stop at order {MAX_ORDER}")
+        return outcomes
+    todo: list[tuple[str, dict[str, Any], str]] = []
+    for d in attempts:
+        record = read_eval(artifact, d.name) or {}
+        if record.get("passed"):
+            skip(d.name, "the attempt passed")
+            continue
+        if not (d / FIX).is_file():
+            skip(d.name, f"no {FIX}")
+            continue
+        fix = (d / FIX).read_bytes().decode("utf-8", "replace")
+        try:
+            code = code_part(fix, artifact, settings)
+        except PatchError as e:
+            skip(d.name, f"the fix is not a valid diff: {e}")
+            continue
+        if not code.strip():
+            skip(d.name, "the fix changes no code file")
+            continue
+        todo.append((d.name, record, code))
+    if not todo:
+        return outcomes
+
+    texts = artifact.core_texts()
+    with open_sandbox(source) as sb:
+        for name, record, code in todo:
+            try:
+                combined = combined_bug_diff(sb, artifact, code, settings)
+            except PatchError as e:
+                skip(name, f"the fix does not apply: {e}")
+                continue
+            if not combined.strip():
+                skip(name, "the fix's code undoes the whole bug (it failed for another reason)")
+                continue
+            if _normalized(combined) == _normalized(artifact.bug_diff):
+                skip(name, "the fix's code changes nothing the repository tracks")
+                continue
+            new_texts = dict(texts, **{BUG_DIFF: combined,
+                                       TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
+            new_id = content_id(new_texts)
+            dest = Path(out_dir) / new_id
+            if new_id in seen or dest.exists():
+                outcomes.append(Outcome(str(artifact.path), name, "duplicate",
+                                        "the same combined diff was already made into an artifact",
+                                        path=str(dest), id=new_id))
+                continue
+            seen.add(new_id)
+            solver_info = record.get("solver_info") or {}
+            meta = Metadata(
+                id=new_id, repo=source, base_commit=parent_meta.base_commit, strategy=STRATEGY,
+                order=parent_meta.order + 1, parent=artifact.id,
+                injector={"agent": STRATEGY, "solver": record.get("solver"), "model": solver_info.get("model"),
+                          "parent_strategy": parent_meta.strategy},
+                extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
+            )
+            create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
+                            test_script=texts["test_script.sh"], test_files=artifact.test_files,
+                            test_parser=texts["test_parser.py"], metadata=meta)
+            outcomes.append(Outcome(str(artifact.path), name, "created",
+                                    f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",
+                                    path=str(dest), id=new_id))
+    return outcomes
+
+
+def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
+             open_sandbox: Callable[[RepoSource], Sandbox], *, settings: GradeSettings | None = None,
+             ) -> list[Outcome]:
+    """`make_higher_order` over many artifacts, duplicates detected across all of them."""
+    if not items:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    out: list[Outcome] = []
+    for artifact, source in items:
+        if not any((d / EVAL).is_file() for d in artifact.attempt_dirs()):
+            out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
+            continue
+        out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen))
+    return out
+
+
+def check_out_dir(out_dir: Path, parents: list[Artifact]) -> None:
+    for a in parents:
+        try:
+            Path(out_dir).resolve().relative_to(a.path.resolve())
+        except ValueError:
+            continue
+        raise SsrkitError(f"--out {out_dir} is inside the artifact {a.path}; choose a directory outside it")

@@ -1,0 +1,31 @@
+"""Attempt bookkeeping: N attempts, idempotent; unfinished ones are redone first; --redo."""
+
+from ssrkit.artifact import Artifact
+from ssrkit.solve import claim_new_attempt, plan_attempts
+
+
+def make(tmp_path, finished, unfinished):
+    for name in finished + unfinished:
+        d = tmp_path / "attempts" / name
+        d.mkdir(parents=True)
+        if name in finished:
+            (d / "eval.json").write_text("{}")
+    (tmp_path / "bug_inject.diff").write_text("x")
+    return Artifact(tmp_path)
+
+
+def test_plan_attempts(tmp_path):
+    art = make(tmp_path, ["001", "004"], ["002"])
+    assert plan_attempts(art, 2) == []
+    assert plan_attempts(art, 1) == []
+    assert plan_attempts(art, 3) == ["002"]
+    assert plan_attempts(art, 5) == ["002", "005", "006"]
+    assert plan_attempts(art, 2, redo=True) == ["001", "002"]
+    assert plan_attempts(art, 0) == []
+
+
+def test_claim_new_attempt_is_after_every_existing_one(tmp_path):
+    art = make(tmp_path, ["001"], ["003"])
+    assert claim_new_attempt(art) == "004"
+    assert claim_new_attempt(art) == "005"
+    assert (tmp_path / "attempts" / "005").is_dir()

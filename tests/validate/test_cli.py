@@ -1,0 +1,68 @@
+"""`ssrkit validate` as a user runs it: exit codes, tables, --json, clear usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.repos import EXAMPLES, copy_artifact
+
+VALID = "textkit/valid-slug-truncate-off-by-one"
+INVALID = "textkit/invalid-bug_scope"
+
+
+def ssrkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    return subprocess.run([sys.executable, "-m", "ssrkit", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=600)
+
+
+def test_valid_artifact_exit_0_and_table(tmp_path, example_repos):
+    art = copy_artifact(EXAMPLES / "artifacts" / VALID, tmp_path / "a")
+    res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    assert res.returncode == 0, res.stdout + res.stderr
+    for name in ("files", "applies", "bug_breaks", "inverse_mutation"):
+        assert name in res.stdout
+    assert "valid" in res.stdout and "Traceback" not in res.stderr
+    assert (art / "validation.json").is_file() and (art / "logs" / "original.log").is_file()
+
+
+def test_invalid_artifact_exit_1_names_the_check(tmp_path, example_repos):
+    art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
+    res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    assert res.returncode == 1
+    assert "invalid" in res.stdout and "bug_scope" in res.stdout and "conftest.py" in res.stdout
+
+
+def test_json_for_many_artifacts(tmp_path, example_repos):
+    a = copy_artifact(EXAMPLES / "artifacts" / VALID, tmp_path / "arts" / "a")
+    b = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "arts" / "b")
+    res = ssrkit("validate", str(tmp_path / "arts"), "--repo", str(example_repos["textkit"]), "--json", "-j", "2")
+    assert res.returncode == 1
+    data = json.loads(res.stdout)
+    assert [Path(d["artifact"]).name for d in data] == ["a", "b"]
+    assert [d["valid"] for d in data] == [True, False]
+    assert {c["name"] for c in data[0]["checks"]} >= {"parser", "weaken_hides"}
+    # a second run reuses the up-to-date validation.json
+    again = ssrkit("validate", str(a), "--repo", str(example_repos["textkit"]), "--json")
+    assert json.loads(again.stdout)[0]["created"] == data[0]["created"]
+    assert b.exists()
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path, example_repos):
+    art = copy_artifact(EXAMPLES / "artifacts" / VALID, tmp_path / "a")
+    cases = [
+        (["validate", str(art)], "--repo"),  # hand-written artifact, no repository given
+        (["validate", str(tmp_path / "nope"), "--repo", str(example_repos["textkit"])], "no such artifact"),
+        (["validate", str(art), "--repo", str(tmp_path / "missing-repo")], "does not exist"),
+        (["validate", str(art), "--repo", str(example_repos["textkit"]), "--image", "x"], "not both"),
+        (["validate", str(art), "--repo", str(example_repos["textkit"]), "--total-break", "maybe"], "total_break"),
+    ]
+    for args, fragment in cases:
+        res = ssrkit(*args)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert fragment in res.stderr, (args, res.stderr)
+        assert "Traceback" not in res.stderr
