@@ -9,7 +9,8 @@ git history — and the task (the reversed `test_weaken.diff`), `find_repair`:
 3. tries inverse mutations at the most suspicious lines — the injector's own operators: comparison,
    boolean and arithmetic swaps, off-by-one, `not` removal and insertion, boolean constants — re-running
    the tests after each, and keeps the first candidate with which every test of the run passes;
-4. stops after `budget_runs` test runs (the coverage run included).
+4. stops after `budget_runs` test runs (the coverage run included); a candidate run that takes more than
+   5 × the baseline run (at least 10 s, at most `timeout`) counts as failed.
 
 Bugs it fixes are trivially easy: a useful filter for a task pool. The returned fix diff is code only
 (computed against the state before the tests diff); the sandbox is left as it was given.
@@ -33,6 +34,8 @@ from .sandbox.base import Sandbox
 from .testrun import FAILED, PASSED, SKIPPED, ERROR, run_parser, run_tests
 from .validate import is_test_like
 
+MIN_CANDIDATE_TIMEOUT = 10.0  # seconds
+CANDIDATE_TIMEOUT_FACTOR = 5.0  # × the baseline (coverage) run's duration
 _GIVEN = "repair-given"
 _TESTS = "repair-tests"
 
@@ -87,6 +90,8 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
         if not failing:
             return result(None, "nothing to repair: every test passes")
         baseline = {t for t, s in statuses.items() if s == PASSED}
+        # a candidate may loop forever: it gets a few times the baseline run's duration
+        candidate_timeout = min(timeout, max(MIN_CANDIDATE_TIMEOUT, CANDIDATE_TIMEOUT_FACTOR * res.seconds))
 
         # 2. fault localization
         ranked = _ochiai(tm, set(failing), patterns, protected, random.Random(seed))
@@ -117,7 +122,7 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
                 runs += 1
                 sandbox.reset(_TESTS)
                 sandbox.write_file(path, new)
-                run = run_tests(sandbox, test_script, test_parser, timeout=timeout)
+                run = run_tests(sandbox, test_script, test_parser, timeout=candidate_timeout)
                 if _all_pass(run.statuses, baseline, failing) and not run.timed_out:
                     sandbox.reset(_GIVEN)
                     sandbox.write_file(path, new)

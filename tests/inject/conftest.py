@@ -1,4 +1,4 @@
-"""Fixtures of the inject tests: two tiny repositories with a git history, and a test sandbox."""
+"""Fixtures of the inject tests: two tiny repositories with a git history, and local sandboxes on them."""
 
 from __future__ import annotations
 
@@ -9,10 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from ssrkit.sandbox import SandboxOptions, open_sandbox
+from ssrkit.source import RepoSource
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 
-from dirsandbox import DirSandbox  # noqa: E402
+#: the fixture repositories need no pytest plugins: skipping entry-point autoloading makes every run faster
+OPTIONS = SandboxOptions(env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+
+
+def local_sandbox(repo):
+    """A local sandbox (the real backend) on a repository path or source."""
+    source = repo if isinstance(repo, RepoSource) else RepoSource.local(repo)
+    return open_sandbox(source, "local", OPTIONS)
 
 CALC_OPS_V1 = '''"""Arithmetic helpers."""
 
@@ -229,6 +239,6 @@ def units_repo(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def dir_sandbox():
+def sandbox_factory():
     """A sandbox factory for `inject(..., sandbox_factory=...)`."""
-    return lambda source: DirSandbox(source.path)
+    return local_sandbox

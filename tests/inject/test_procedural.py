@@ -20,9 +20,9 @@ from conftest import CALC_TEXT
 
 
 @pytest.fixture(scope="module")
-def calc_run(calc_repo, dir_sandbox, tmp_path_factory):
+def calc_run(calc_repo, sandbox_factory, tmp_path_factory):
     out = tmp_path_factory.mktemp("calc-out")
-    result = inject(calc_repo, out, n=4, seed=1, sandbox_factory=dir_sandbox)
+    result = inject(calc_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
     return result, out
 
 
@@ -66,9 +66,9 @@ def test_weakening_removes_exactly_the_failing_tests(calc_run):
         assert removed == expected, a
 
 
-def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_repo, dir_sandbox, tmp_path):
+def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_repo, sandbox_factory, tmp_path):
     result, out = calc_run
-    again = inject(calc_repo, tmp_path, n=4, seed=1, jobs=2, sandbox_factory=dir_sandbox)
+    again = inject(calc_repo, tmp_path, n=4, seed=1, jobs=2, sandbox_factory=sandbox_factory)
     assert [a.id for a in again.artifacts] == [a.id for a in result.artifacts]
     for a, b in zip(result.artifacts, again.artifacts):
         for name in CORE_FILES:
@@ -78,13 +78,13 @@ def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_repo, dir_sand
         assert [l for l in meta_a if not l.startswith("created")] == [l for l in meta_b if not l.startswith("created")]
 
 
-def test_artifacts_pass_a_fresh_validation(calc_run, dir_sandbox):
+def test_artifacts_pass_a_fresh_validation(calc_run, sandbox_factory):
     """What `ssrkit validate` would say, with fresh sandboxes and no cache."""
     result, _ = calc_run
 
     class FreshValidator(Validator):
         def open(self, source):
-            return dir_sandbox(source)
+            return sandbox_factory(source)
 
         def fingerprint(self, source):
             return "fresh"
@@ -98,9 +98,9 @@ def test_artifacts_pass_a_fresh_validation(calc_run, dir_sandbox):
 
 
 @pytest.fixture(scope="module")
-def session(calc_repo, dir_sandbox, calc_run, tmp_path_factory):
+def session(calc_repo, sandbox_factory, calc_run, tmp_path_factory):
     _, out = calc_run
-    with Session(calc_repo, out, seed=99, sandbox_factory=dir_sandbox) as s:
+    with Session(calc_repo, out, seed=99, sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         yield s
 
@@ -121,6 +121,17 @@ def test_prescreen_discards_harmless_and_non_importing_mutants(session):
     assert unchanged.status == "unchanged" and unchanged.runs == 0
 
 
+def test_a_hanging_mutant_is_cut_at_the_screening_timeout(session):
+    hang = CALC_TEXT.replace('    if not text:\n', '    import time\n    time.sleep(600)\n    if not text:\n')
+    old = session.engine.screen_timeout
+    session.engine.screen_timeout = 2.0
+    try:
+        out = session.evaluate(_candidate(session, "calc/text.py", hang))
+    finally:
+        session.engine.screen_timeout = old
+    assert out.status == "timeout" and out.seconds < 30
+
+
 def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):
     result, _ = calc_run
     expr = next(a for a in result.artifacts if a.strategy == "expression")
@@ -133,10 +144,10 @@ def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):
     assert out.status == "duplicate" and expr.id in out.message
 
 
-def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, dir_sandbox):
+def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, sandbox_factory):
     result, out = calc_run
     before = {p.name: (p / "validation.json").read_bytes() for p in out.iterdir() if p.is_dir()}
-    again = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", sandbox_factory=dir_sandbox)
+    again = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", sandbox_factory=sandbox_factory)
     assert all(a.reused for a in again.artifacts)
     assert {a.id for a in again.artifacts} <= set(before)
     assert again.stats["expression"].runs == 0 and again.stats["removal"].runs == 0
@@ -144,8 +155,8 @@ def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, dir_
     assert after == before
 
 
-def test_unittest_repository(units_repo, dir_sandbox, tmp_path):
-    result = inject(units_repo, tmp_path, n=2, seed=3, strategies="expression,removal", sandbox_factory=dir_sandbox)
+def test_unittest_repository(units_repo, sandbox_factory, tmp_path):
+    result = inject(units_repo, tmp_path, n=2, seed=3, strategies="expression,removal", sandbox_factory=sandbox_factory)
     assert result.runner == "unittest" and len(result.artifacts) == 2
     for a in result.artifacts:
         art = Artifact(a.path)

@@ -31,7 +31,7 @@ Strategies share --n evenly: expression (comparison/arithmetic/boolean swaps, of
 argument drops), removal (statements, branches, loops, early returns, function bodies), history (revert code
 files to before a past fix), combine (2–3 valid bugs of this run in different files). Each artifact is
 validated before it is kept (out/<id>/validation.json). The same --seed gives the same artifacts; artifacts
-already in --out from the same seed are reused. Per-repository test settings: the [inject] section of the
+already in --out from the same seed are reused. Per-repository test settings: the \\[inject] section of the
 repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).
 
 Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on usage or environment errors.

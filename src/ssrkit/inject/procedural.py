@@ -56,6 +56,8 @@ STRATEGIES = (EXPRESSION, REMOVAL, HISTORY, COMBINE)
 BASE = "inject-base"
 AGENT = "procedural"
 MAX_PRESCREEN_TESTS = 200
+MIN_SCREEN_TIMEOUT = 15.0  # seconds
+SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
 
 # outcome statuses
 VALID, REUSED = "valid", "reused"
@@ -391,9 +393,6 @@ class _SharedValidator(Validator):
     def open(self, source: RepoSource):
         yield self._engine.sandbox()
 
-    def fingerprint(self, source: RepoSource) -> str:
-        return self._engine.fingerprint
-
     @contextmanager
     def slot(self):
         yield
@@ -424,6 +423,7 @@ class _Engine:
         self.existing: dict[str, tuple[Path, dict[str, Any]]] = {}
         self.validator = _SharedValidator(settings, self)
         self.repo: _Repo | None = None
+        self.screen_timeout: float | None = None  # pre-screen and bug runs (validation keeps its own)
 
     # sandboxes: one per worker thread, prepared once, reset between candidates
     def sandbox(self) -> Sandbox:
@@ -485,7 +485,7 @@ class _Engine:
         repo = self.repo
         assert repo is not None
         sb = self.sandbox()
-        timeout = self.settings.timeout
+        timeout = self.screen_timeout or self.settings.timeout
         bug = self._write_bug(sb, cand)
         if not bug.strip():
             return Outcome(cand, "unchanged", "the edit changes nothing")
@@ -714,6 +714,9 @@ class Session:
                                      timeout=float(self.section.get("coverage_timeout", 600)),
                                      fingerprint=self.engine.fingerprint, cache=self.cache)
         self.engine.repo = _Repo(sb, self.testmap, self.profile, self.settings, self.test_patterns)
+        # a mutant may loop forever: screening runs get a few times the whole suite's duration
+        auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
+        self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
         if history:
             self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD")
 

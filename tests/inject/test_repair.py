@@ -1,0 +1,75 @@
+"""The `repair` baseline fixes a comparison swap and gives up, within budget, on a removed function body."""
+
+from __future__ import annotations
+
+import pytest
+
+from ssrkit import patch as patches
+from ssrkit.artifact import Artifact
+from ssrkit.inject.operators import EXPRESSION, REMOVAL, functions, mutations
+from ssrkit.inject.procedural import Candidate, Session
+from ssrkit.inject.source_text import SourceText
+from ssrkit.repair import find_repair
+from ssrkit.testrun import run_tests
+
+from conftest import UNITS_OPS
+from conftest import local_sandbox
+
+
+@pytest.fixture(scope="module")
+def units_session(units_repo, sandbox_factory, tmp_path_factory):
+    with Session(units_repo, tmp_path_factory.mktemp("units-out"), seed=0, sandbox_factory=sandbox_factory) as s:
+        s.setup(history=False)
+        yield s
+
+
+def make_artifact(session, family: str, operator: str, function: str, detail: str | None = None) -> Artifact:
+    st = SourceText(UNITS_OPS, "units/ops.py")
+    func = next(f for f in functions(st) if f.qualname == function)
+    m = next(m for m in mutations(st, func, family) if m.operator == operator and (detail is None or m.detail == detail))
+    tests = sorted(session.testmap.tests_covering("units/ops.py", {m.line}))
+    cand = Candidate(family, 0, operator, f"units/ops.py::{function}", m.detail, line=m.line,
+                     files={"units/ops.py": m.apply(UNITS_OPS)}, prescreen_tests=tests)
+    out = session.evaluate(cand)
+    assert out.status == "valid", out.message
+    return Artifact(out.artifact)
+
+
+def solver_view(repo, art: Artifact) -> object:
+    sb = local_sandbox(repo)
+    sb.apply_patch(art.bug_diff)
+    sb.apply_patch(art.weaken_diff)
+    sb.fresh_history()
+    return sb
+
+
+def test_repair_fixes_a_comparison_swap(units_session, units_repo):
+    art = make_artifact(units_session, EXPRESSION, "compare_swap", "between", "`<=` -> `<`")
+    sb = solver_view(units_repo, art)
+    try:
+        res = find_repair(sb, tests_diff=patches.reverse(art.weaken_diff), test_script=art.test_script,
+                          test_parser=art.test_parser, timeout=60, budget_runs=10, seed=0)
+        assert res.fix_diff, res.note
+        assert res.runs <= 10 and res.candidates >= 1 and "compare_swap" in res.note
+        assert patches.touched_files(res.fix_diff) == ["units/ops.py"]  # code only, no test file
+        # the sandbox is left as given; bug + fix is the original code, and the tests pass
+        assert sb.read_file("units/ops.py").decode() != UNITS_OPS
+        sb.apply_patch(res.fix_diff)
+        assert sb.read_file("units/ops.py").decode() == UNITS_OPS
+        sb.apply_patch(patches.reverse(art.weaken_diff))
+        run = run_tests(sb, art.test_script, art.test_parser, timeout=60)
+        assert run.statuses and set(run.statuses.values()) == {"passed"}
+    finally:
+        sb.close()
+
+
+def test_repair_gives_up_on_a_removed_body_within_budget(units_session, units_repo):
+    art = make_artifact(units_session, REMOVAL, "body_stub", "first_positive")
+    sb = solver_view(units_repo, art)
+    try:
+        res = find_repair(sb, tests_diff=patches.reverse(art.weaken_diff), test_script=art.test_script,
+                          test_parser=art.test_parser, timeout=60, budget_runs=4, seed=0)
+        assert res.fix_diff is None
+        assert res.runs <= 4 and res.note.startswith("gave up")
+    finally:
+        sb.close()
