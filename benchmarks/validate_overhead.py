@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""How much does validation cost on top of the tests themselves?
+
+For each repository and its artifacts this prints:
+  raw       the sum of the test-script times of every run validation makes (original, bug, bug+weaken, one
+            per file for multi-file bugs), each run directly in a plain copy of the repository — what a
+            naive serial validator would pay, the original run repeated for every artifact;
+  serial    `validate` wall time with --jobs 1 and no cache (overhead = serial / raw - 1);
+  jobs 2    `validate` wall time with --jobs 2 and the original-run cache (target: below raw);
+and, per sandbox backend, the cost of one workspace (open + pristine snapshot), one exec (`true`) and one
+reset.
+
+Usage:
+  python benchmarks/validate_overhead.py                          # the example repositories
+  python benchmarks/validate_overhead.py --real REPO ARTIFACT...  # add a repository of your own
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from ssrkit import patch  # noqa: E402
+from ssrkit.artifact import Artifact, find_artifacts  # noqa: E402
+from ssrkit.examples import materialize  # noqa: E402
+from ssrkit.sandbox import PRISTINE, open_sandbox  # noqa: E402
+from ssrkit.sandbox.factory import docker_available  # noqa: E402
+from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.validate import Settings, Validator, validate_all  # noqa: E402
+
+
+def raw_run(repo: Path, art: Artifact, diffs: list[str]) -> float:
+    """Time test_script.sh | test_parser.py in a plain copy of the repository (no sandbox)."""
+    with tempfile.TemporaryDirectory(prefix="ssrkit-raw-") as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(repo, work, symlinks=True)
+        for d in diffs:
+            patch.apply(work, d)
+        (Path(tmp) / "s.sh").write_text(art.test_script)
+        (Path(tmp) / "p.py").write_text(art.test_parser)
+        t0 = time.perf_counter()
+        log = subprocess.run(["bash", str(Path(tmp) / "s.sh")], cwd=work, capture_output=True, timeout=600).stdout
+        subprocess.run([sys.executable, str(Path(tmp) / "p.py")], input=log, capture_output=True, timeout=600)
+        return time.perf_counter() - t0
+
+
+def raw_total(repo: Path, arts: list[Artifact]) -> float:
+    total = 0.0
+    for a in arts:
+        bug, weaken = a.bug_diff, a.weaken_diff
+        total += raw_run(repo, a, [])
+        total += raw_run(repo, a, [bug])
+        total += raw_run(repo, a, [bug, weaken])
+        per_file = patch.split_by_file(bug)
+        if len(per_file) > 1:
+            for path in per_file:
+                total += raw_run(repo, a, ["".join(d for p, d in per_file.items() if p != path)])
+    return total
+
+
+def copies(arts: list[Artifact], dest: Path) -> list[Artifact]:
+    out = []
+    for a in arts:
+        d = dest / a.path.parent.name / a.path.name
+        shutil.copytree(a.path, d, ignore=shutil.ignore_patterns("validation.json", "logs"))
+        out.append(Artifact(d))
+    return out
+
+
+def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> float:
+    with tempfile.TemporaryDirectory(prefix="ssrkit-bench-") as tmp:
+        os.environ["SSRKIT_CACHE"] = str(Path(tmp) / "cache")
+        mine = copies(arts, Path(tmp) / "arts")
+        items = [(a, RepoSource.local(repo)) for a in mine]
+        t0 = time.perf_counter()
+        validate_all(items, Validator(Settings(jobs=jobs, cache=cache)), redo=True)
+        return time.perf_counter() - t0
+
+
+def backend_costs(source: RepoSource, backend: str, n: int = 5) -> tuple[float, float, float]:
+    opens, execs, resets = [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sb = open_sandbox(source, backend)
+        opens.append(time.perf_counter() - t0)
+        try:
+            for _ in range(3):
+                t0 = time.perf_counter()
+                sb.run("true", timeout=30)
+                execs.append(time.perf_counter() - t0)
+            sb.run("echo x > touched.txt", timeout=30)
+            t0 = time.perf_counter()
+            sb.reset(PRISTINE)
+            resets.append(time.perf_counter() - t0)
+        finally:
+            sb.close()
+    return statistics.median(opens), statistics.median(execs), statistics.median(resets)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", nargs="+", metavar=("REPO", "ARTIFACT"), action="append", default=[],
+                    help="a repository followed by artifact directories for it")
+    ap.add_argument("--image", action="append", default=[],
+                    help="also measure the docker backend on this image (e.g. one made by `ssrkit image build`)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="ssrkit-bench-repos-"))
+    repos = {p.name: p for p in materialize(ROOT / "examples" / "repos", tmp)}
+    sets: list[tuple[str, Path, list[Artifact]]] = []
+    for name, repo in sorted(repos.items()):
+        arts = [a for a in find_artifacts([ROOT / "examples" / "artifacts" / name]) if a.name.startswith("valid-")]
+        sets.append((name, repo, arts))
+    for group in args.real:
+        repo = Path(group[0]).resolve()
+        sets.append((repo.name, repo, find_artifacts([Path(p) for p in group[1:]])))
+
+    print(f"{'repository':<12} {'artifacts':>9} {'raw s':>8} {'serial s':>9} {'overhead':>9} {'jobs2+cache s':>14} {'vs raw':>7}")
+    for name, repo, arts in sets:
+        raw = raw_total(repo, arts)
+        serial = timed_validate(repo, arts, jobs=1, cache=False)
+        par = timed_validate(repo, arts, jobs=2, cache=True)
+        print(f"{name:<12} {len(arts):>9} {raw:>8.2f} {serial:>9.2f} {serial / raw - 1:>+9.1%} {par:>14.2f} {par / raw:>6.2f}x")
+
+    print()
+    print(f"{'backend':<14} {'source':<22} {'workspace s':>12} {'exec s':>8} {'reset s':>8}")
+    sources = [(name, RepoSource.local(repo)) for name, repo, _ in sets]
+    for name, src in sources:
+        o, e, r = backend_costs(src, "local")
+        print(f"{'local':<14} {name:<22} {o:>12.3f} {e:>8.4f} {r:>8.4f}")
+    reason = docker_available()
+    for image in args.image:
+        if reason:
+            print(f"{'docker':<14} {image:<22} skipped: {reason}")
+            continue
+        o, e, r = backend_costs(RepoSource.from_image(image), "docker", n=3)
+        print(f"{'docker':<14} {image:<22} {o:>12.3f} {e:>8.4f} {r:>8.4f}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
