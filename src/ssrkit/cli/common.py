@@ -84,3 +84,32 @@ STATUS_STYLE = {
     "warning": "[yellow]! warning[/]",
     "skipped": "[dim]- skipped[/]",
 }
+
+# -- model options shared by the LLM injector and the LLM solver --------------------------------------
+BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm).",
+                          rich_help_panel="Model")
+ModelOpt = typer.Option(None, "--model", help="Model name served there (llm).", rich_help_panel="Model")
+ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).",
+                            rich_help_panel="Model")
+TemperatureOpt = typer.Option(None, "--temperature", rich_help_panel="Model")
+MaxTurnsOpt = typer.Option(None, "--max-turns", min=1, help="Agent turns per run (default 50).",
+                           rich_help_panel="Model")
+TokenIdsOpt = typer.Option(False, "--token-ids", help="Ask the server for token ids and log-probs (vLLM).",
+                           rich_help_panel="Model")
+
+
+def model_client(cfg: Config, section: str, *, base_url: Optional[str], model: Optional[str],
+                 api_key_env: Optional[str], temperature: Optional[float], token_ids: bool):
+    """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env)."""
+    from ..agents import ModelClient, Sampling
+
+    base_url = base_url or cfg.get(section, "base_url")
+    model = model or cfg.get(section, "model")
+    if not base_url or not model:
+        raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
+                          "--base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct")
+    sampling = Sampling()
+    if temperature is not None:
+        sampling.temperature = temperature
+    return ModelClient(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
+                       sampling=sampling, want_token_ids=token_ids)

@@ -11,8 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import SsrkitError
+from ..fsutil import atomic_write_json
 from ..source import RepoSource
-from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, WorkdirOpt, config_for, console,
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
+                     ModelOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, model_client,
                      print_json, sandbox_options)
 
 EPILOG = """
@@ -66,9 +68,18 @@ def inject(
     n: int = typer.Option(10, "--n", "-n", min=1, help="Number of valid artifacts to write."),
     jobs: Optional[int] = JobsOpt,
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same artifacts."),
-    strategy: str = typer.Option("expression,removal,history,combine", "--strategy", "-s",
-                                 help="Comma-separated strategies: expression, removal, history, combine."),
-    agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model)."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", "-s",
+                                           help="procedural: comma-separated expression, removal, history, combine "
+                                                "(default all); llm: a mixture of removal, history, direct, e.g. "
+                                                "removal=0.5,history=0.5 (the default)."),
+    agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model) or llm (an agent)."),
+    base_url: Optional[str] = BaseUrlOpt,
+    model: Optional[str] = ModelOpt,
+    api_key_env: Optional[str] = ApiKeyEnvOpt,
+    temperature: Optional[float] = TemperatureOpt,
+    max_turns: Optional[int] = MaxTurnsOpt,
+    token_ids: bool = TokenIdsOpt,
+    no_validate: bool = typer.Option(False, "--no-validate", help="llm: keep injections without validating them."),
     image: Optional[str] = ImageOpt,
     workdir: Optional[str] = WorkdirOpt,
     backend: Optional[str] = BackendOpt,
@@ -86,14 +97,22 @@ def inject(
     if (repo is None) == (image is None):
         raise SsrkitError("give a repository path or --image NAME (exactly one)")
     source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or "/testbed")
-    if agent not in AGENTS:
-        known = ", ".join(sorted(AGENTS))
+    if agent not in AGENTS and agent != "llm":
+        known = ", ".join(sorted([*AGENTS, "llm"]))
         raise SsrkitError(f"--agent {agent!r} is not available (available: {known})")
     cfg = config_for(config, Path(source.path) if source.kind == "local" else None)
     cfg.override("validate", timeout=timeout)
+    if agent == "llm":
+        if max_turns:
+            cfg.override("agent", max_turns=max_turns)
+        _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
+                    validate=not no_validate, as_json=as_json,
+                    client=model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
+                                        temperature=temperature, token_ids=token_ids))
+        return
     from ..inject.procedural import Event, parse_strategies
 
-    strategies = parse_strategies(strategy)
+    strategies = parse_strategies(strategy or "expression,removal,history,combine")
     kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
                                   backend=backend, options=sandbox_options(cfg), cache=not no_cache)
     if agent == "procedural":
@@ -101,6 +120,7 @@ def inject(
 
     if as_json:
         artifacts, stats = AGENTS[agent](source, out, **kwargs)
+        write_summary(out, artifacts, stats)
         print_json(artifacts)
         raise typer.Exit(0 if len(artifacts) >= n else 1)
 
@@ -121,8 +141,56 @@ def inject(
                                         + (f" — {escape(o.candidate.strategy)}: {o.status}" if o else ""))
 
         artifacts, stats = AGENTS[agent](source, out, on_event=on_event, **kwargs)
+    write_summary(out, artifacts, stats)
     render(artifacts, stats, n, out)
     raise typer.Exit(0 if len(artifacts) >= n else 1)
+
+
+def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, seed: int, strategy: Optional[str],
+                backend: Optional[str], validate: bool, as_json: bool, client: Any) -> None:
+    from ..inject.llm import inject_llm, parse_mixture
+
+    mixture = parse_mixture(strategy)
+    kwargs = dict(client=client, n=n, jobs=jobs, seed=seed, mixture=mixture, config=cfg, backend=backend,
+                  options=sandbox_options(cfg), validate=validate)
+    if as_json:
+        records, stats = inject_llm(source, out, **kwargs)
+        write_summary(out, records, stats)
+        print_json(records)
+    else:
+        with Progress(TextColumn("[bold]inject (llm)"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console, transient=True) as progress:
+            task = progress.add_task("", total=n)
+
+            def done(r: dict[str, Any]) -> None:
+                verdict = "valid" if r["valid"] else ("invalid" if r["id"] else r["exit_status"])
+                progress.update(task, advance=1, description=f"{r['strategy']}: {verdict}")
+
+            records, stats = inject_llm(source, out, on_done=done, **kwargs)
+        write_summary(out, records, stats)
+        render_llm(records, stats, out)
+    kept = sum(1 for r in records if r["id"])
+    raise typer.Exit(0 if kept >= n else 1)
+
+
+def write_summary(out: Path, artifacts: list[dict[str, Any]], stats: dict[str, Any]) -> None:
+    """out/inject.json: what this invocation tried per strategy (reports count discarded candidates from it)."""
+    atomic_write_json(Path(out) / "inject.json", {"by_strategy": stats, "artifacts": artifacts})
+
+
+def render_llm(records: list[dict[str, Any]], stats: dict[str, Any], out: Path) -> None:
+    table = Table(title=f"LLM injections in {escape(str(out))}", title_justify="left")
+    for col in ("directory", "strategy", "exit status", "verdict"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        verdict = "[green]valid[/]" if r["valid"] else ("[red]invalid[/]" if r["valid"] is False else
+                                                         "[dim]not validated[/]" if r["id"] else
+                                                         f"[red]no artifact[/] {escape(r['error'] or '')}")
+        table.add_row(escape(Path(r["path"]).name) + (" [dim](reused)[/]" if r["reused"] else ""), r["strategy"],
+                      r["exit_status"], verdict)
+    console.print(table)
+    valid = sum(1 for r in records if r["valid"])
+    console.print(f"{sum(1 for r in records if r['id'])}/{len(records)} injections produced an artifact, {valid} valid")
 
 
 def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: Path) -> None:

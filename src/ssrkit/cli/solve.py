@@ -16,8 +16,8 @@ from ..errors import SsrkitError
 from ..grade import GradeSettings
 from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
-from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt, config_for, console,
-                     err_console, explicit_source, print_json, sandbox_options, source_for)
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
+                     ModelOpt, RepoOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, sandbox_options, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -56,18 +56,12 @@ def solve(
     patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
                                          show_default=False),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default: [validate] timeout, 90)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (llm).",
-                                           rich_help_panel="Model"),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name served there (llm).",
-                                        rich_help_panel="Model"),
-    api_key_env: Optional[str] = typer.Option(None, "--api-key-env",
-                                              help="Variable holding the API key (default OPENAI_API_KEY).",
-                                              rich_help_panel="Model"),
-    temperature: Optional[float] = typer.Option(None, "--temperature", rich_help_panel="Model"),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Agent turns per attempt (default 50).",
-                                            rich_help_panel="Model"),
-    token_ids: bool = typer.Option(False, "--token-ids", help="Ask the server for token ids and log-probs (vLLM).",
-                                   rich_help_panel="Model"),
+    base_url: Optional[str] = BaseUrlOpt,
+    model: Optional[str] = ModelOpt,
+    api_key_env: Optional[str] = ApiKeyEnvOpt,
+    temperature: Optional[float] = TemperatureOpt,
+    max_turns: Optional[int] = MaxTurnsOpt,
+    token_ids: bool = TokenIdsOpt,
     budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
                                               help="Test runs the repair solver may spend per attempt (default 40)."),
     seed: int = typer.Option(0, "--seed", help="Base seed (attempt k uses seed + k)."),
