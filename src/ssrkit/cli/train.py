@@ -71,9 +71,9 @@ def train(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Train the policy with GRPO on solver and injector rollouts; write a checkpoint `vllm serve` can load."""
+    overrides = {k: v for k, v in locals().items() if k not in ("artifacts", "config", "json_output", "verbose")}
     from ssrkit.train import TrainError, require_train_deps, resolve_config, run_training
 
-    overrides = {k: v for k, v in locals().items() if k not in ("artifacts", "config", "json_output", "verbose")}
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="ssrkit.train: %(message)s",
                         stream=sys.stderr)
     for noisy in ("httpx", "urllib3", "filelock"):

@@ -7,7 +7,8 @@ Two paths, logged per trajectory:
   appends the new prompt tokens (tool output, masked) and its completion (trained). Where the prefix property
   breaks (a template that rewrites history, a truncated context) a new row starts from that turn's full prompt.
 - "template": otherwise the messages are rendered with the tokenizer's chat template; each assistant message's
-  span is the text the template adds for it after the generation prompt. The same prefix rule applies, in text.
+  span is the text the template adds for it after the generation prompt, up to and including the tokenizer's
+  end-of-turn (eos) token. The same prefix rule applies, in text.
 Rows are cut to `max_length` tokens (the head is kept); a row left with no trained token is dropped.
 """
 
@@ -147,7 +148,11 @@ def rows_from_template(
             row = Row()
             rows.append(row)
             row.add(encode(prompt), trained=False)
-        row.add(encode(completion), trained=True)
+        # the model stops at its end-of-turn token; what the template appends after it (e.g. "\n") is not sampled
+        eos = getattr(tokenizer, "eos_token", None)
+        cut = completion.rfind(eos) + len(eos) if eos and eos in completion else len(completion)
+        row.add(encode(completion[:cut]), trained=True)
+        row.add(encode(completion[cut:]), trained=False)
         text = prompt + completion
     return rows
 
