@@ -32,16 +32,21 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def conversation(tag: str, turns: int = 2) -> list[dict[str, str]]:
-    """A short agent conversation whose text is specific to `tag` (so rows share few tokens)."""
+def conversation(tag: str, turns: int = 2, letters: str | None = None) -> list[dict[str, str]]:
+    """A short agent conversation specific to `tag`. With `letters`, the assistant turns are written only with
+    those letters, so that trajectories given disjoint letters share no trained token but <|im_end|>."""
     msgs = [
         {"role": "system", "content": "You are a software engineer."},
         {"role": "user", "content": f"Fix the bug in module {tag}."},
     ]
     for t in range(turns):
-        msgs.append({"role": "assistant", "content": f"<tool: bash>cat {tag}_{t}.py</tool>"})
+        said = f"<tool: bash>cat {tag}_{t}.py</tool>"
+        if letters:
+            said = " ".join(letters[(t + i) % len(letters)] * (2 + i) for i in range(4))
+        msgs.append({"role": "assistant", "content": said})
         msgs.append({"role": "user", "content": f"def {tag}{t}(x):\n    return x + {t}\n"})
-    msgs[-1] = {"role": "assistant", "content": "<tool: submit></tool>"} if turns else msgs[-1]
+    if turns:
+        msgs[-1] = {"role": "assistant", "content": letters * 3 if letters else "<tool: submit></tool>"}
     return msgs
 
 
@@ -141,18 +146,23 @@ def artifact_factory(tiny_tok: Any):
         if with_logprobs:
             model = tiny_model(tiny_tok, seed=0)
             model.eval()
+        letters = iter(["AB", "CD", "EF", "GH", "IJ", "KL", "MN", "OP", "QR", "ST"])
+
+        def conv(tag, turns=2):
+            return conversation(tag, turns, next(letters))
+
         arts = [
             write_artifact(root, "alpha", [
-                (make_trajectory(tiny_tok, conversation("alpha0"), stored=True, logprobs_model=model), True),
-                (make_trajectory(tiny_tok, conversation("alpha1"), stored=True, logprobs_model=model), False),
-                (make_trajectory(tiny_tok, conversation("alpha2"), stored=False), False),
-                (make_trajectory(tiny_tok, conversation("alpha3"), stored=False), True),
-            ], injector=(make_trajectory(tiny_tok, conversation("inja", 1), role="injector"), 0.1)),
+                (make_trajectory(tiny_tok, conv("alpha0"), stored=True, logprobs_model=model), True),
+                (make_trajectory(tiny_tok, conv("alpha1"), stored=True, logprobs_model=model), False),
+                (make_trajectory(tiny_tok, conv("alpha2"), stored=False), False),
+                (make_trajectory(tiny_tok, conv("alpha3"), stored=False), True),
+            ], injector=(make_trajectory(tiny_tok, conv("inja", 1), role="injector"), 0.1)),
             write_artifact(root, "beta", [
-                (make_trajectory(tiny_tok, conversation("beta0"), stored=True), True),
-                (make_trajectory(tiny_tok, conversation("beta1"), stored=False), False),
-                (make_trajectory(tiny_tok, conversation("beta2"), exit_status="max_turns"), False),
-            ], injector=(make_trajectory(tiny_tok, conversation("injb", 1), role="injector", stored=False), -0.8)),
+                (make_trajectory(tiny_tok, conv("beta0"), stored=True), True),
+                (make_trajectory(tiny_tok, conv("beta1"), stored=False), False),
+                (make_trajectory(tiny_tok, conv("beta2"), exit_status="max_turns"), False),
+            ], injector=(make_trajectory(tiny_tok, conv("injb", 1), role="injector", stored=False), -0.8)),
         ]
         return arts
 

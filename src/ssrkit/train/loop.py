@@ -19,7 +19,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from accelerate import Accelerator
@@ -115,8 +115,15 @@ def forward_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor
     return token_logprobs(out.logits, batch["input_ids"], batch["temperature"])
 
 
-def train(cfg: TrainConfig, artifacts: Sequence[Path]) -> dict[str, Any]:
-    """Train `cfg.model` on the rollouts below `artifacts`; write the checkpoint to `cfg.out`. Returns a summary."""
+StepHook = Callable[[int, dict[str, Any], Any, Accelerator], None]
+
+
+def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None = None) -> dict[str, Any]:
+    """Train `cfg.model` on the rollouts below `artifacts`; write the checkpoint to `cfg.out`. Returns a summary.
+
+    `on_step(step, metrics, model, accelerator)` runs on every process after each optimizer step (e.g. to push
+    weights to a running sampler).
+    """
     out = Path(cfg.out)
     if not cfg.model:
         raise TrainError("no model given (--model PATH)")
@@ -267,6 +274,8 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path]) -> dict[str, Any]:
             "peak_mem_mb": peak_memory_mb(accelerator.device),
         }
         metrics.write(record)
+        if on_step is not None:
+            on_step(step + 1, record, model, accelerator)
         if (step + 1) % cfg.log_every == 0 or step + 1 == len(plan):
             log.info("step %d/%d loss %.4f clip %.3f grad-norm %.3g %d tokens %.0f tok/s", step + 1, len(plan),
                      record["loss"], record["clip_frac"], record["grad_norm"], record["tokens"],
