@@ -59,3 +59,24 @@ def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny
     assert max((a[k] - base[k]).abs().max().item() for k in a) > 1e-4
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-7, rtol=1e-5), k
+
+
+def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_dir):
+    """The user-facing path: `accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train`."""
+    from conftest import conversation, make_trajectory, write_artifact
+
+    art = write_artifact(tmp_path / "arts", "a", [
+        (make_trajectory(tiny_tok, conversation("first", 2)), True),
+        (make_trajectory(tiny_tok, conversation("second", 1), stored=False), False),
+    ])
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    recipe = HERE.parents[1] / "recipes" / "accelerate" / "ddp.yaml"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(recipe), "--num_processes", "2",
+           "--main_process_port", str(free_port()), "--mixed_precision", "no", "-m", "ssrkit.train", str(art),
+           "--model", str(tiny_model_dir), "--out", str(out), "--grad-accum", "1", "--json"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 1 and summaries[0]["world_size"] == 2  # two ranks ran, rank 0 reported
+    assert (out / "model.safetensors").is_file()

@@ -111,3 +111,19 @@ def test_token_logprobs_with_temperature():
     got = token_logprobs(logits, ids, temp)
     want = torch.log_softmax(logits[:, :-1] / temp[:, None, None], -1).gather(-1, ids[:, 1:, None])[..., 0]
     assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_trimmed_forward_matches_the_full_one_on_trained_tokens(tiny_tok):
+    from ssrkit.train.loop import forward_logprobs
+
+    model = tiny_model(tiny_tok, seed=2)
+    ids = torch.randint(3, 300, (2, 10))
+    mask = torch.zeros(2, 9, dtype=torch.bool)
+    mask[0, 5:] = True
+    mask[1, 3:6] = True
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": mask,
+             "temperature": torch.ones(2)}
+    full = forward_logprobs(model, batch, trim=False)
+    trimmed = forward_logprobs(model, batch, trim=True)
+    assert torch.allclose(full[mask], trimmed[mask], atol=1e-5)
+    assert torch.all(trimmed[:, :3] == 0)

@@ -89,6 +89,8 @@ def train(
     except TrainError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if not summary.pop("main_process", True):
+        return  # under `accelerate launch`, rank 0 reports
     if json_output:
         typer.echo(json.dumps(summary))
     elif summary.get("skipped"):

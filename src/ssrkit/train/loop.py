@@ -14,6 +14,7 @@ give the same update.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 import os
@@ -51,7 +52,28 @@ def make_accelerator(cfg: TrainConfig) -> Accelerator:
             mixed = None  # the launcher's config decides
         else:
             mixed = "bf16" if on_gpu and torch.cuda.is_bf16_supported() else "no"
-    return Accelerator(cpu=not on_gpu, mixed_precision=mixed, gradient_accumulation_steps=cfg.grad_accum)
+    accelerator = Accelerator(cpu=not on_gpu, mixed_precision=mixed, gradient_accumulation_steps=cfg.grad_accum)
+    check_accumulation(accelerator, cfg)
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None:  # a DeepSpeed config: let our knobs fill its "auto" values
+        ds = plugin.deepspeed_config
+        for key, value in (("gradient_clipping", cfg.max_grad_norm),
+                           ("train_micro_batch_size_per_gpu", cfg.micro_batch_size),
+                           ("gradient_accumulation_steps", cfg.grad_accum)):
+            if ds.get(key, "auto") == "auto":
+                ds[key] = value
+        ds["train_batch_size"] = cfg.micro_batch_size * ds["gradient_accumulation_steps"] * accelerator.num_processes
+    return accelerator
+
+
+def check_accumulation(accelerator: Accelerator, cfg: TrainConfig) -> None:
+    """The loss scaling assumes Accelerate accumulates exactly --grad-accum micro-batches per step."""
+    if accelerator.gradient_accumulation_steps != cfg.grad_accum:
+        raise TrainError(
+            f"the accelerate/DeepSpeed config sets gradient_accumulation_steps={accelerator.gradient_accumulation_steps}"
+            f" but --grad-accum is {cfg.grad_accum}: remove it from the config (or set it to auto) or pass"
+            f" --grad-accum {accelerator.gradient_accumulation_steps}"
+        )
 
 
 def load_policy(cfg: TrainConfig, on_gpu: bool) -> Any:
@@ -110,9 +132,26 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     return examples, result.baselines, summary
 
 
-def forward_logprobs(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
-    return token_logprobs(out.logits, batch["input_ids"], batch["temperature"])
+def accepts_logits_to_keep(model: Any) -> bool:
+    forward = getattr(model, "forward", None)
+    try:
+        return "logits_to_keep" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def forward_logprobs(model: Any, batch: dict[str, torch.Tensor], trim: bool = True) -> torch.Tensor:
+    """Log-probs of every target token, [B, T-1]. With `trim`, logits are only computed from the first trained
+    position of the micro-batch on (the prompt before it needs no vocabulary projection); earlier positions are 0."""
+    ids = batch["input_ids"]
+    trained = batch["loss_mask"].any(dim=0)
+    first = int(trained.float().argmax()) if trim and bool(trained.any()) else 0
+    kwargs = {"logits_to_keep": ids.shape[1] - first} if first > 0 else {}
+    out = model(input_ids=ids, attention_mask=batch["attention_mask"], use_cache=False, **kwargs)
+    logp = token_logprobs(out.logits, ids[:, first:], batch["temperature"])
+    if first > 0:
+        logp = torch.cat([logp.new_zeros(ids.shape[0], first), logp], dim=1)
+    return logp
 
 
 StepHook = Callable[[int, dict[str, Any], Any, Accelerator], None]
@@ -142,7 +181,8 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         raise TrainError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if prior is not None and prior.get("done"):
         log.info("%s: training already finished at step %s; nothing to do", out, prior.get("step"))
-        return {"out": str(out), "steps": prior.get("step", 0), "done": True, "skipped": True}
+        return {"out": str(out), "steps": prior.get("step", 0), "done": True, "skipped": True,
+                "main_process": accelerator.is_main_process}
     resuming = prior is not None and (out / ckpt.STATE_DIR).is_dir()
     accelerator.wait_for_everyone()  # every process has read the state before anyone writes to out/
     if accelerator.is_main_process:
@@ -166,11 +206,13 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
                                                          trust_remote_code=cfg.trust_remote_code)
         ref_model.requires_grad_(False).eval()
     model.train()
+    trim = accepts_logits_to_keep(model)
     optimizer = torch.optim.AdamW(
         [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
         eps=cfg.adam_eps, weight_decay=cfg.weight_decay,
     )
     model, optimizer = accelerator.prepare(model, optimizer)
+    check_accumulation(accelerator, cfg)
     if ref_model is not None:
         ref_model = accelerator.prepare_model(ref_model, evaluation_mode=True)
     loss_options = LossOptions(cfg.epsilon_low, cfg.epsilon_high, cfg.old_logprobs, cfg.is_correction, cfg.is_cap,
@@ -220,11 +262,11 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         for batch in batches:
             batch = {k: v.to(accelerator.device) for k, v in batch.items()}
             with accelerator.accumulate(model):
-                logp = forward_logprobs(model, batch)
+                logp = forward_logprobs(model, batch, trim)
                 ref_logp = None
                 if ref_model is not None:
                     with torch.no_grad():
-                        ref_logp = forward_logprobs(ref_model, batch)
+                        ref_logp = forward_logprobs(ref_model, batch, trim)
                 loss_sum, stats = grpo_token_loss(logp, batch["advantages"], batch["loss_mask"],
                                                   batch["sampler_logprobs"], ref_logp, loss_options)
                 accelerator.backward(loss_sum * scale)
@@ -302,4 +344,5 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         "tokens_per_s": total["tokens"] / total["seconds"] if total["seconds"] else 0.0,
         "world_size": world,
         "done": True,
+        "main_process": accelerator.is_main_process,
     }
