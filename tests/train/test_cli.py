@@ -66,26 +66,45 @@ def test_end_to_end_moves_logprobs_with_advantages(tmp_path, artifact_factory, t
     assert {e.role for e in examples} == {"solver", "injector"}
 
 
+def invoke(*args):
+    """The CLI function in-process (no interpreter start-up): exit code and stderr."""
+    import typer
+    from typer.testing import CliRunner
+
+    from ssrkit.cli.train import train
+
+    app = typer.Typer()
+    app.command()(train)
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stderr
+
+
 def test_user_errors_exit_2_with_one_line(tmp_path, tiny_model_dir):
     (tmp_path / "empty").mkdir()
-    proc = cli(tmp_path / "empty", "--model", tiny_model_dir, "--out", tmp_path / "o")
+    proc = cli(tmp_path / "empty", "--model", tiny_model_dir, "--out", tmp_path / "o")  # a real process
     assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == "error: no artifacts found in the given paths"
     assert "Traceback" not in proc.stderr
 
     art = tmp_path / "bare"
     art.mkdir()
     (art / "artifact.toml").write_text('id = "bare"\n')
-    proc = cli(art, "--model", tiny_model_dir, "--out", tmp_path / "o")
-    assert proc.returncode == 2 and "no trajectories" in proc.stderr and "Traceback" not in proc.stderr
+    code, err = invoke(art, "--model", tiny_model_dir, "--out", tmp_path / "o")
+    assert code == 2 and "no trajectories" in err
 
-    proc = cli(art, "--model", tmp_path / "nope", "--out", tmp_path / "o")
-    assert proc.returncode == 2 and "model path not found" in proc.stderr and "Traceback" not in proc.stderr
+    code, err = invoke(art, "--model", tmp_path / "nope", "--out", tmp_path / "o")
+    assert code == 2 and "model path not found" in err
 
-    proc = cli(art, "--out", tmp_path / "o")
-    assert proc.returncode == 2 and "--model" in proc.stderr
+    code, err = invoke(art, "--out", tmp_path / "o")
+    assert code == 2 and "--model" in err
 
-    proc = cli(art, "--model", tiny_model_dir, "--out", tmp_path / "o", "--is-correction", "bogus")
-    assert proc.returncode == 2 and "is_correction must be one of" in proc.stderr
+    code, err = invoke(art, "--model", tiny_model_dir, "--out", tmp_path / "o", "--is-correction", "bogus")
+    assert code == 2 and "is_correction must be one of" in err
+
+    (tmp_path / "not-a-model").mkdir()
+    code, err = invoke(tmp_path / "empty", "--model", tmp_path / "not-a-model", "--out", tmp_path / "o")
+    assert code == 2 and err.startswith("error: ")
+    for line in err.strip().splitlines():
+        assert not line.startswith("Traceback")
 
 
 def test_missing_torch_says_what_to_install(tmp_path, monkeypatch):
@@ -104,3 +123,19 @@ def test_missing_torch_says_what_to_install(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, [str(tmp_path / "a"), "--model", "m", "--out", "o"])
     assert result.exit_code == 2
     assert "pip install 'ssrkit[train]'" in result.output
+
+
+def test_kl_and_activation_checkpointing(tmp_path, artifact_factory, tiny_model_dir):
+    """KL to the reference and activation checkpointing (GPU defaults), exercised on the CPU."""
+    import json
+
+    from ssrkit.train.config import TrainConfig
+    from ssrkit.train.loop import train
+
+    artifact_factory(tmp_path / "arts", with_logprobs=False)
+    out = tmp_path / "out"
+    train(TrainConfig(model=str(tiny_model_dir), out=str(out), kl_coef=0.1, lr=1e-3, gradient_checkpointing="on",
+                      max_steps=2, micro_batch_size=2, grad_accum=2, save_dtype="bfloat16"), [tmp_path / "arts"])
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert records[0]["kl"] == 0.0 and records[1]["kl"] > 0  # the policy left the reference after step 1
+    assert json.loads((out / "config.json").read_text()).get("dtype") == "bfloat16"

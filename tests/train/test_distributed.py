@@ -62,7 +62,8 @@ def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny
 
 
 def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_dir):
-    """The user-facing path: `accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train`."""
+    """The user-facing path: `accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train`, with the
+    launcher's bf16 (autocast on the CPU here)."""
     from conftest import conversation, make_trajectory, write_artifact
 
     art = write_artifact(tmp_path / "arts", "a", [
@@ -73,10 +74,11 @@ def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_di
     env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     recipe = HERE.parents[1] / "recipes" / "accelerate" / "ddp.yaml"
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(recipe), "--num_processes", "2",
-           "--main_process_port", str(free_port()), "--mixed_precision", "no", "-m", "ssrkit.train", str(art),
+           "--main_process_port", str(free_port()), "--mixed_precision", "bf16", "-m", "ssrkit.train", str(art),
            "--model", str(tiny_model_dir), "--out", str(out), "--grad-accum", "1", "--json"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summaries = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert len(summaries) == 1 and summaries[0]["world_size"] == 2  # two ranks ran, rank 0 reported
     assert (out / "model.safetensors").is_file()
+    assert json.loads((out / "trainer_state.json").read_text())["mixed_precision"] == "bf16"

@@ -68,14 +68,14 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
         state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
-        config = unwrapped.config
-        config.use_cache = True  # turned off for training; generation wants it
-        if hasattr(config, "dtype"):
-            config.dtype = dtype
-        else:  # transformers < 5
-            config.torch_dtype = dtype
+        unwrapped.config.use_cache = True  # turned off for training; generation wants it
         unwrapped.save_pretrained(out, state_dict=state_dict)
         tokenizer.save_pretrained(out)
+        # save_pretrained records the dtype of the in-memory (training) weights; record the saved one
+        config = read_json(out / "config.json") or {}
+        name = str(dtype).replace("torch.", "")
+        config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = name
+        write_json(out / "config.json", config)
     accelerator.wait_for_everyone()
 
 

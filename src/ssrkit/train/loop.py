@@ -191,7 +191,10 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     set_seed(cfg.seed)
 
     # -- 2. data: rollouts -> advantages -> rows ---------------------------------------------------------------
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model, trust_remote_code=cfg.trust_remote_code)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model, trust_remote_code=cfg.trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        raise TrainError(f"cannot load a tokenizer from {cfg.model}: {str(exc).splitlines()[0]}") from None
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     baselines_before = prior["baselines_before"] if resuming else ckpt.read_baselines(cfg.model)
     examples, baselines_after, data_summary = load_examples(cfg, artifacts, tokenizer, baselines_before)
@@ -199,7 +202,10 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         ckpt.write_json(out / "data_summary.json", data_summary)
 
     # -- 3. model, reference, optimizer ------------------------------------------------------------------------
-    model = load_policy(cfg, on_gpu)
+    try:
+        model = load_policy(cfg, on_gpu)
+    except (OSError, ValueError, KeyError) as exc:
+        raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
     ref_model = None
     if cfg.kl_coef > 0:
         ref_model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=model.dtype,
@@ -234,7 +240,8 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
 
     def trainer_state(step: int, done: bool = False) -> dict[str, Any]:
         return {"step": step, "steps": len(plan), "done": done, "baselines_before": baselines_before,
-                "baselines_after": baselines_after, "world_size": world}
+                "baselines_after": baselines_after, "world_size": world,
+                "mixed_precision": str(accelerator.mixed_precision)}
 
     metrics = MetricsWriter(out / "metrics.jsonl", enabled=accelerator.is_main_process)
     total = {"tokens": 0.0, "seconds": 0.0}
