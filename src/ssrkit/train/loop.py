@@ -228,6 +228,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     world, rank = accelerator.num_processes, accelerator.process_index
     global_batch = cfg.micro_batch_size * cfg.grad_accum * world
     plan = step_plan(len(examples), global_batch, cfg.epochs, cfg.seed, cfg.shuffle)
+    steps_per_epoch = math.ceil(len(examples) / global_batch)
     if cfg.max_steps:
         plan = plan[: cfg.max_steps]
     start_step = 0
@@ -301,7 +302,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         adv_mean = s["adv_sum"] / n
         record = {
             "step": step + 1,
-            "epoch": (step * global_batch) // len(examples) + 1,
+            "epoch": step // steps_per_epoch + 1,
             "lr": lr,
             "loss": (s["pg"] + cfg.kl_coef * s["kl"]) / n,
             "pg_loss": s["pg"] / n,
