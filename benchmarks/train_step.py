@@ -51,8 +51,9 @@ def make_batch(tokenizer, args) -> tuple[list[int], list[list[int]], list[float]
     special = set(tokenizer.all_special_ids)
     vocab = [i for i in range(len(tokenizer)) if i not in special]
     prompt = [rng.choice(vocab) for _ in range(args.prompt)]
-    completions = [[rng.choice(vocab) for _ in range(args.completion - 1)] + [tokenizer.eos_token_id]
-                   for _ in range(args.group)]
+    completions = [
+        [rng.choice(vocab) for _ in range(args.completion - 1)] + [tokenizer.eos_token_id] for _ in range(args.group)
+    ]
     rewards = [1.0 if i % 2 == 0 else -1.0 for i in range(args.group)]
     return prompt, completions, rewards
 
@@ -77,22 +78,44 @@ def run_ssrkit(args, model_dir: Path, work: Path) -> dict:
     for i, (completion, reward) in enumerate(zip(completions, rewards)):
         attempt = art / "attempts" / f"{i:03d}"
         attempt.mkdir(parents=True)
-        trajectory = {"format": "ssrkit.trajectory/1", "role": "solver", "exit_status": "submitted",
-                      "messages": [], "turns": [{"message_index": 2, "prompt_token_ids": prompt,
-                                                 "completion_token_ids": completion, "logprobs": None}]}
+        trajectory = {
+            "format": "ssrkit.trajectory/1",
+            "role": "solver",
+            "exit_status": "submitted",
+            "messages": [],
+            "turns": [
+                {"message_index": 2, "prompt_token_ids": prompt, "completion_token_ids": completion, "logprobs": None}
+            ],
+        }
         (attempt / "trajectory.json").write_text(json.dumps(trajectory))
-        (attempt / "eval.json").write_text(json.dumps({"passed": reward > 0, "reason": "", "tests": {},
-                                                       "exit_code": 0}))
+        (attempt / "eval.json").write_text(
+            json.dumps({"passed": reward > 0, "reason": "", "tests": {}, "exit_code": 0})
+        )
     (art / "artifact.toml").write_text('id = "bench"\nbase_commit = "0"\n[repo]\nkind = "local"\npath = "/x"\n')
-    cfg = TrainConfig(model=str(model_dir), out=str(work / "out"), micro_batch_size=args.group, grad_accum=1,
-                      epochs=args.steps + 1, shuffle=False, lr=1e-6, gradient_checkpointing="off",
-                      max_length=args.prompt + args.completion)
+    cfg = TrainConfig(
+        model=str(model_dir),
+        out=str(work / "out"),
+        micro_batch_size=args.group,
+        grad_accum=1,
+        epochs=args.steps + 1,
+        shuffle=False,
+        lr=1e-6,
+        gradient_checkpointing="off",
+        max_length=args.prompt + args.completion,
+    )
     train(cfg, [art])
     records = [json.loads(line) for line in (work / "out" / "metrics.jsonl").read_text().splitlines()]
     seconds = statistics.median(r["seconds"] for r in records[1:])
     tokens = records[-1]["total_tokens"]
-    return {"framework": "ssrkit", "step_s": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
-            "peak_mb": peak_memory(torch), "import_rss_mb": base_rss, "grad_norm": records[0]["grad_norm"]}
+    return {
+        "framework": "ssrkit",
+        "step_s": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "peak_mb": peak_memory(torch),
+        "import_rss_mb": base_rss,
+        "grad_norm": records[0]["grad_norm"],
+    }
 
 
 def run_trl(args, model_dir: Path, work: Path) -> dict:
@@ -109,9 +132,11 @@ def run_trl(args, model_dir: Path, work: Path) -> dict:
     reward_of = {tuple(c): r for c, r in zip(completions, rewards)}
 
     def rollout_func(prompts, trainer):  # replay the fixed completions instead of sampling
-        return {"prompt_ids": [list(prompt) for _ in prompts],
-                "completion_ids": [list(completions[i % args.group]) for i in range(len(prompts))],
-                "logprobs": None}
+        return {
+            "prompt_ids": [list(prompt) for _ in prompts],
+            "completion_ids": [list(completions[i % args.group]) for i in range(len(prompts))],
+            "logprobs": None,
+        }
 
     def fixed_reward(prompts, completions, completion_ids, **kwargs):
         return [reward_of[tuple(ids)] for ids in completion_ids]
@@ -127,23 +152,54 @@ def run_trl(args, model_dir: Path, work: Path) -> dict:
 
     on_gpu = torch.cuda.is_available()
     config = GRPOConfig(
-        output_dir=str(work / "trl"), per_device_train_batch_size=args.group, num_generations=args.group,
-        gradient_accumulation_steps=1, max_steps=args.steps + 1, learning_rate=1e-6, lr_scheduler_type="constant",
-        warmup_steps=0, beta=0.0, epsilon=0.2, epsilon_high=0.28, loss_type="dapo", scale_rewards="none",
-        max_completion_length=args.completion, max_grad_norm=1.0, logging_steps=1, report_to="none",
-        save_strategy="no", use_cpu=not on_gpu, bf16=on_gpu, gradient_checkpointing=False, seed=0,
-        num_iterations=1, disable_tqdm=True,
+        output_dir=str(work / "trl"),
+        per_device_train_batch_size=args.group,
+        num_generations=args.group,
+        gradient_accumulation_steps=1,
+        max_steps=args.steps + 1,
+        learning_rate=1e-6,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=0.0,
+        epsilon=0.2,
+        epsilon_high=0.28,
+        loss_type="dapo",
+        scale_rewards="none",
+        max_completion_length=args.completion,
+        max_grad_norm=1.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=not on_gpu,
+        bf16=on_gpu,
+        gradient_checkpointing=False,
+        seed=0,
+        num_iterations=1,
+        disable_tqdm=True,
     )
     dataset = Dataset.from_dict({"prompt": ["benchmark prompt"] * (args.steps + 1)})
-    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=fixed_reward, args=config, train_dataset=dataset,
-                          processing_class=tokenizer, rollout_func=rollout_func, callbacks=[StepTimer()])
+    trainer = GRPOTrainer(
+        model=str(model_dir),
+        reward_funcs=fixed_reward,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        callbacks=[StepTimer()],
+    )
     trainer.train()
     seconds = statistics.median(step_times[1:])
     tokens = args.group * (args.prompt + args.completion)
     first = next(h for h in trainer.state.log_history if "grad_norm" in h)
-    return {"framework": f"TRL {trl.__version__}", "step_s": seconds, "tokens": tokens,
-            "tokens_per_s": tokens / seconds, "peak_mb": peak_memory(torch), "import_rss_mb": base_rss,
-            "grad_norm": float(first["grad_norm"])}
+    return {
+        "framework": f"TRL {trl.__version__}",
+        "step_s": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "peak_mb": peak_memory(torch),
+        "import_rss_mb": base_rss,
+        "grad_norm": float(first["grad_norm"]),
+    }
 
 
 def main() -> None:
@@ -182,20 +238,24 @@ def main() -> None:
             if proc.returncode != 0 or not lines:
                 print(f"{name} failed:\n{proc.stderr[-4000:]}", file=sys.stderr)
                 continue
-            results.append(json.loads(lines[-1][len("RESULT "):]))
+            results.append(json.loads(lines[-1][len("RESULT ") :]))
 
     import torch
 
     memory = "peak CUDA MiB" if torch.cuda.is_available() else "peak RSS MiB"
-    print(f"GRPO step: tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), {args.group} x "
-          f"({args.prompt} prompt + {args.completion} completion) tokens, "
-          f"{'GPU' if torch.cuda.is_available() else 'CPU'}, median of {args.steps} steps")
+    print(
+        f"GRPO step: tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), {args.group} x "
+        f"({args.prompt} prompt + {args.completion} completion) tokens, "
+        f"{'GPU' if torch.cuda.is_available() else 'CPU'}, median of {args.steps} steps"
+    )
     header = f"{'framework':<14}{'step s':>9}{'tokens/s':>11}{memory:>15}{'RSS after imports':>19}{'grad norm 1':>13}"
     print(header)
     print("-" * len(header))
     for r in results:
-        print(f"{r['framework']:<14}{r['step_s']:>9.3f}{r['tokens_per_s']:>11.0f}{r['peak_mb']:>15.0f}"
-              f"{r['import_rss_mb']:>19.0f}{r['grad_norm']:>13.6f}")
+        print(
+            f"{r['framework']:<14}{r['step_s']:>9.3f}{r['tokens_per_s']:>11.0f}{r['peak_mb']:>15.0f}"
+            f"{r['import_rss_mb']:>19.0f}{r['grad_norm']:>13.6f}"
+        )
 
 
 if __name__ == "__main__":

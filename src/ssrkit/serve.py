@@ -52,8 +52,9 @@ class ServeConfig:
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> tuple[int, str]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode(errors="replace")
@@ -147,8 +148,12 @@ class LoRAStrategy:
 
     def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
         name = f"{self.name_prefix}-{len(self.loaded) + 1}"
-        status, text = _http("POST", f"{server.url}/v1/load_lora_adapter",
-                             {"lora_name": name, "lora_path": str(checkpoint)}, timeout=server.config.ready_timeout)
+        status, text = _http(
+            "POST",
+            f"{server.url}/v1/load_lora_adapter",
+            {"lora_name": name, "lora_path": str(checkpoint)},
+            timeout=server.config.ready_timeout,
+        )
         if status != 200:
             raise ServeError(f"loading LoRA adapter {checkpoint} failed ({status}): {text.strip()[:300]}")
         for old in self.loaded:  # keep GPU memory flat: only the newest adapter stays
@@ -166,7 +171,9 @@ class PolicyServer:
         self.config = config or ServeConfig()
         if strategy is None:
             if self.config.strategy not in STRATEGIES:
-                raise ServeError(f"unknown refresh strategy {self.config.strategy!r}: use one of {', '.join(STRATEGIES)}")
+                raise ServeError(
+                    f"unknown refresh strategy {self.config.strategy!r}: use one of {', '.join(STRATEGIES)}"
+                )
             strategy = STRATEGIES[self.config.strategy]()
         self.strategy = strategy
         self.strategy.prepare(self.config)
@@ -202,8 +209,12 @@ class PolicyServer:
             Path(self.config.log_file).parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.config.log_file, "ab")
         self.process = subprocess.Popen(
-            cmd, env={**os.environ, **self.config.env}, start_new_session=True, stdin=subprocess.DEVNULL,
-            stdout=self._log, stderr=subprocess.STDOUT if self._log else None,
+            cmd,
+            env={**os.environ, **self.config.env},
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT if self._log else None,
         )
         self.checkpoint = str(checkpoint)
         self.model = self.config.served_model_name or str(checkpoint)
@@ -232,8 +243,10 @@ class PolicyServer:
         deadline = time.monotonic() + timeout
         while True:
             if self.process is not None and self.process.poll() is not None:
-                raise ServeError(f"server exited with code {self.process.returncode} before it was ready"
-                                 f"{self._log_hint()}: {shlex.join(self.command(self.checkpoint or ''))}")
+                raise ServeError(
+                    f"server exited with code {self.process.returncode} before it was ready"
+                    f"{self._log_hint()}: {shlex.join(self.command(self.checkpoint or ''))}"
+                )
             if self.ready():
                 return
             if time.monotonic() >= deadline:

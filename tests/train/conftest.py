@@ -64,8 +64,15 @@ def make_trajectory(
     for k, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        turn: dict[str, Any] = {"message_index": k, "prompt_token_ids": None, "completion_token_ids": None,
-                                "logprobs": None, "finish_reason": "stop", "usage": {}, "seconds": 0.1}
+        turn: dict[str, Any] = {
+            "message_index": k,
+            "prompt_token_ids": None,
+            "completion_token_ids": None,
+            "logprobs": None,
+            "finish_reason": "stop",
+            "usage": {},
+            "seconds": 0.1,
+        }
         if stored:
             prompt_text = tokenizer.apply_chat_template(messages[:k], tokenize=False, add_generation_prompt=True)
             if break_prefix_at is not None and len(turns) == break_prefix_at:
@@ -75,13 +82,21 @@ def make_trajectory(
             turn["prompt_token_ids"] = prompt
             turn["completion_token_ids"] = completion
             if logprobs_model is not None:
-                turn["logprobs"] = sequence_logprobs(logprobs_model, prompt + completion)[len(prompt) - 1:]
+                turn["logprobs"] = sequence_logprobs(logprobs_model, prompt + completion)[len(prompt) - 1 :]
         turns.append(turn)
     return {
-        "format": "ssrkit.trajectory/1", "role": role, "model": "tiny", "base_url": "http://localhost:0/v1",
-        "sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 64}, "exit_status": exit_status,
-        "messages": messages, "turns": turns, "started": "2025-01-01T00:00:00", "ended": "2025-01-01T00:00:01",
-        "seconds": 1.0, "error": None,
+        "format": "ssrkit.trajectory/1",
+        "role": role,
+        "model": "tiny",
+        "base_url": "http://localhost:0/v1",
+        "sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 64},
+        "exit_status": exit_status,
+        "messages": messages,
+        "turns": turns,
+        "started": "2025-01-01T00:00:00",
+        "ended": "2025-01-01T00:00:01",
+        "seconds": 1.0,
+        "error": None,
     }
 
 
@@ -114,14 +129,22 @@ def write_artifact(
         d = art / "attempts" / f"{i:03d}"
         d.mkdir()
         (d / "trajectory.json").write_text(json.dumps(trajectory))
-        (d / "eval.json").write_text(json.dumps({"passed": passed, "reason": "ok" if passed else "failed",
-                                                 "tests": {}, "exit_code": 0 if passed else 1}))
+        (d / "eval.json").write_text(
+            json.dumps(
+                {"passed": passed, "reason": "ok" if passed else "failed", "tests": {}, "exit_code": 0 if passed else 1}
+            )
+        )
     n_solved = sum(1 for _, p in attempts if p)
     s = n_solved / len(attempts) if attempts else 0.0
-    reward: dict[str, Any] = {"valid": True, "n_attempts": len(attempts), "n_solved": n_solved, "solve_rate": s,
-                              "alpha": 0.8, "injector_reward": injector[1] if injector else -0.8,
-                              "solver_rewards": solver_rewards if solver_rewards is not None
-                              else [1.0 if p else -1.0 for _, p in attempts]}
+    reward: dict[str, Any] = {
+        "valid": True,
+        "n_attempts": len(attempts),
+        "n_solved": n_solved,
+        "solve_rate": s,
+        "alpha": 0.8,
+        "injector_reward": injector[1] if injector else -0.8,
+        "solver_rewards": solver_rewards if solver_rewards is not None else [1.0 if p else -1.0 for _, p in attempts],
+    }
     if injector is not None:
         (art / "trajectory.json").write_text(json.dumps(injector[0]))
     (art / "reward.json").write_text(json.dumps(reward))
@@ -150,17 +173,27 @@ def artifact_factory(tiny_tok: Any):
             return conversation(tag, turns, next(letters))
 
         arts = [
-            write_artifact(root, "alpha", [
-                (make_trajectory(tiny_tok, conv("alpha0"), stored=True, logprobs_model=model), True),
-                (make_trajectory(tiny_tok, conv("alpha1"), stored=True, logprobs_model=model), False),
-                (make_trajectory(tiny_tok, conv("alpha2"), stored=False), False),
-                (make_trajectory(tiny_tok, conv("alpha3"), stored=False), True),
-            ], injector=(make_trajectory(tiny_tok, conv("inja", 1), role="injector"), 0.1)),
-            write_artifact(root, "beta", [
-                (make_trajectory(tiny_tok, conv("beta0"), stored=True), True),
-                (make_trajectory(tiny_tok, conv("beta1"), stored=False), False),
-                (make_trajectory(tiny_tok, conv("beta2"), exit_status="max_turns"), False),
-            ], injector=(make_trajectory(tiny_tok, conv("injb", 1), role="injector", stored=False), -0.8)),
+            write_artifact(
+                root,
+                "alpha",
+                [
+                    (make_trajectory(tiny_tok, conv("alpha0"), stored=True, logprobs_model=model), True),
+                    (make_trajectory(tiny_tok, conv("alpha1"), stored=True, logprobs_model=model), False),
+                    (make_trajectory(tiny_tok, conv("alpha2"), stored=False), False),
+                    (make_trajectory(tiny_tok, conv("alpha3"), stored=False), True),
+                ],
+                injector=(make_trajectory(tiny_tok, conv("inja", 1), role="injector"), 0.1),
+            ),
+            write_artifact(
+                root,
+                "beta",
+                [
+                    (make_trajectory(tiny_tok, conv("beta0"), stored=True), True),
+                    (make_trajectory(tiny_tok, conv("beta1"), stored=False), False),
+                    (make_trajectory(tiny_tok, conv("beta2"), exit_status="max_turns"), False),
+                ],
+                injector=(make_trajectory(tiny_tok, conv("injb", 1), role="injector", stored=False), -0.8),
+            ),
         ]
         return arts
 

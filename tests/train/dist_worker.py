@@ -18,13 +18,31 @@ def record(step, metrics, model, accelerator):
     rank = accelerator.process_index
     out = Path(sys.argv[2]) / f"rank{rank}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rank": rank, "world": accelerator.num_processes, "step": step,
-                               "sha": digest.hexdigest(), "device": str(accelerator.device),
-                               "distributed_type": str(accelerator.distributed_type)}))
+    out.write_text(
+        json.dumps(
+            {
+                "rank": rank,
+                "world": accelerator.num_processes,
+                "step": step,
+                "sha": digest.hexdigest(),
+                "device": str(accelerator.device),
+                "distributed_type": str(accelerator.distributed_type),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":
     model, out, *arts = sys.argv[1:]
-    cfg = TrainConfig(model=model, out=out, lr=100.0, adam_eps=1e4, max_grad_norm=0.0, micro_batch_size=1,
-                      grad_accum=1, max_steps=1, shuffle=False)
+    cfg = TrainConfig(
+        model=model,
+        out=out,
+        lr=100.0,
+        adam_eps=1e4,
+        max_grad_norm=0.0,
+        micro_batch_size=1,
+        grad_accum=1,
+        max_steps=1,
+        shuffle=False,
+    )
     train(cfg, [Path(a) for a in arts], on_step=record)

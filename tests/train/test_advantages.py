@@ -34,14 +34,21 @@ def test_leave_one_out_and_std_scaling():
     rewards = [1, -1, -1, 1, -1]
     assert group_advantages(rewards, leave_one_out=True) == approx([1.5, -1, -1, 1.5, -1])
     std = (4.8 / 5) ** 0.5
-    assert group_advantages(rewards, std_scaling=True) == approx([1.2 / std, -0.8 / std, -0.8 / std, 1.2 / std, -0.8 / std])
+    assert group_advantages(rewards, std_scaling=True) == approx(
+        [1.2 / std, -0.8 / std, -0.8 / std, 1.2 / std, -0.8 / std]
+    )
 
 
 def test_groups_are_per_artifact_and_per_snapshot():
     rollouts = [
-        R("solver", "solver:a", 1), R("solver", "solver:a", -1),
-        R("solver", "solver:b", 1), R("solver", "solver:b", 1), R("solver", "solver:b", -1), R("solver", "solver:b", 1),
-        R("injector", "injector:/repo@c1", 0.1), R("injector", "injector:/repo@c1", -0.8),
+        R("solver", "solver:a", 1),
+        R("solver", "solver:a", -1),
+        R("solver", "solver:b", 1),
+        R("solver", "solver:b", 1),
+        R("solver", "solver:b", -1),
+        R("solver", "solver:b", 1),
+        R("injector", "injector:/repo@c1", 0.1),
+        R("injector", "injector:/repo@c1", -0.8),
     ]
     result = compute_advantages(rollouts)
     assert result.advantages == approx([1, -1, 0.5, 0.5, -1.5, 0.5, 0.45, -0.45])
@@ -49,7 +56,8 @@ def test_groups_are_per_artifact_and_per_snapshot():
 
 def test_singleton_uses_role_mean_then_moving_baseline():
     rollouts = [
-        R("injector", "s1", 0.1), R("injector", "s1", -0.8),
+        R("injector", "s1", 0.1),
+        R("injector", "s1", -0.8),
         R("injector", "s2", 0.44),  # alone on its snapshot
     ]
     role_mean = (0.1 - 0.8 + 0.44) / 3
@@ -76,8 +84,12 @@ def test_zero_variance_groups_are_dropped():
 
 
 def test_masked_statuses_count_in_the_mean_but_get_no_loss():
-    rollouts = [R("solver", "a", 1, "max_turns"), R("solver", "a", -1), R("solver", "a", -1, "context_limit"),
-                R("solver", "a", -1, "timeout")]
+    rollouts = [
+        R("solver", "a", 1, "max_turns"),
+        R("solver", "a", -1),
+        R("solver", "a", -1, "context_limit"),
+        R("solver", "a", -1, "timeout"),
+    ]
     result = compute_advantages(rollouts)
     assert result.advantages == approx([None, -0.5, None, None])
     assert result.reasons[0] == "masked status max_turns"
@@ -92,8 +104,13 @@ def test_dropped_statuses_leave_the_group():
 
 
 def test_summary_reports_role_mix():
-    rollouts = [R("solver", "a", 1), R("solver", "a", -1), R("solver", "b", -1), R("solver", "b", -1),
-                R("injector", "s", 0.3)]
+    rollouts = [
+        R("solver", "a", 1),
+        R("solver", "a", -1),
+        R("solver", "b", -1),
+        R("solver", "b", -1),
+        R("injector", "s", 0.3),
+    ]
     summary = summarize(rollouts, compute_advantages(rollouts))
     assert summary["solver"]["rollouts"] == 4 and summary["solver"]["trained"] == 2
     assert summary["solver"]["groups_zero_variance"] == 1

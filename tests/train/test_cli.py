@@ -19,8 +19,14 @@ SRC = Path(__file__).parents[2] / "src"
 
 def cli(*args, cwd=None):
     env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": ""}
-    return subprocess.run([sys.executable, "-m", "ssrkit.train", *map(str, args)], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ssrkit.train", *map(str, args)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def row_logprob_sums(model_dir, examples):
@@ -47,8 +53,19 @@ def test_end_to_end_moves_logprobs_with_advantages(tmp_path, artifact_factory, t
     artifact_factory(tmp_path / "arts")
     out = tmp_path / "out"
     (tmp_path / "ssrkit.toml").write_text("[train]\nlr = 1e-9\nepochs = 4\nmicro_batch_size = 2\n")
-    proc = cli(tmp_path / "arts", "--model", tiny_model_dir, "--out", out, "--lr", "3e-4", "--grad-accum", "1",
-               "--config", tmp_path / "ssrkit.toml")
+    proc = cli(
+        tmp_path / "arts",
+        "--model",
+        tiny_model_dir,
+        "--out",
+        out,
+        "--lr",
+        "3e-4",
+        "--grad-accum",
+        "1",
+        "--config",
+        tmp_path / "ssrkit.toml",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "stored" in proc.stderr and "re-rendered" in proc.stderr  # which tokenization path was taken
     resolved = tomllib.loads((out / "train_config.toml").read_text())["train"]
@@ -56,8 +73,9 @@ def test_end_to_end_moves_logprobs_with_advantages(tmp_path, artifact_factory, t
 
     scan = read_rollouts([tmp_path / "arts"])
     advantages = compute_advantages(scan.rollouts).advantages
-    examples, stats = build_examples([(r, a) for r, a in zip(scan.rollouts, advantages) if a is not None],
-                                     tiny_tok, 32768)
+    examples, stats = build_examples(
+        [(r, a) for r, a in zip(scan.rollouts, advantages) if a is not None], tiny_tok, 32768
+    )
     assert stats.paths["stored"] > 0 and stats.paths["template"] > 0
     before = row_logprob_sums(tiny_model_dir, examples)
     after = row_logprob_sums(out, examples)
@@ -82,7 +100,9 @@ def invoke(*args):
 def test_user_errors_exit_2_with_one_line(tmp_path, tiny_model_dir):
     (tmp_path / "empty").mkdir()
     proc = cli(tmp_path / "empty", "--model", tiny_model_dir, "--out", tmp_path / "o")  # a real process
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == "error: no artifacts found in the given paths"
+    assert (
+        proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == "error: no artifacts found in the given paths"
+    )
     assert "Traceback" not in proc.stderr
 
     art = tmp_path / "bare"
@@ -134,8 +154,20 @@ def test_kl_and_activation_checkpointing(tmp_path, artifact_factory, tiny_model_
 
     artifact_factory(tmp_path / "arts", with_logprobs=False)
     out = tmp_path / "out"
-    train(TrainConfig(model=str(tiny_model_dir), out=str(out), kl_coef=0.1, lr=1e-3, gradient_checkpointing="on",
-                      max_steps=2, micro_batch_size=2, grad_accum=2, save_dtype="bfloat16"), [tmp_path / "arts"])
+    train(
+        TrainConfig(
+            model=str(tiny_model_dir),
+            out=str(out),
+            kl_coef=0.1,
+            lr=1e-3,
+            gradient_checkpointing="on",
+            max_steps=2,
+            micro_batch_size=2,
+            grad_accum=2,
+            save_dtype="bfloat16",
+        ),
+        [tmp_path / "arts"],
+    )
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert records[0]["kl"] == 0.0 and records[1]["kl"] > 0  # the policy left the reference after step 1
     assert json.loads((out / "config.json").read_text()).get("dtype") == "bfloat16"

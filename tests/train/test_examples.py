@@ -69,14 +69,27 @@ def test_truncation_keeps_the_head():
 
 
 def test_rollouts_rewards_groups_and_examples(tmp_path, tiny_tok):
-    write_artifact(tmp_path, "a", [
-        (make_trajectory(tiny_tok, conversation("a0")), True),
-        (make_trajectory(tiny_tok, conversation("a1"), stored=False), False),
-        (make_trajectory(tiny_tok, conversation("a2"), exit_status="timeout"), False),
-    ], injector=(make_trajectory(tiny_tok, conversation("ia", 1), role="injector"), 0.1), solver_rewards=[1.0, -1.0])
-    write_artifact(tmp_path, "b", [], injector=(make_trajectory(tiny_tok, conversation("ib", 1), role="injector"), -0.8))
-    write_artifact(tmp_path, "c", [], injector=(make_trajectory(tiny_tok, conversation("ic", 1), role="injector"), -1.0),
-                   commit="other")
+    write_artifact(
+        tmp_path,
+        "a",
+        [
+            (make_trajectory(tiny_tok, conversation("a0")), True),
+            (make_trajectory(tiny_tok, conversation("a1"), stored=False), False),
+            (make_trajectory(tiny_tok, conversation("a2"), exit_status="timeout"), False),
+        ],
+        injector=(make_trajectory(tiny_tok, conversation("ia", 1), role="injector"), 0.1),
+        solver_rewards=[1.0, -1.0],
+    )
+    write_artifact(
+        tmp_path, "b", [], injector=(make_trajectory(tiny_tok, conversation("ib", 1), role="injector"), -0.8)
+    )
+    write_artifact(
+        tmp_path,
+        "c",
+        [],
+        injector=(make_trajectory(tiny_tok, conversation("ic", 1), role="injector"), -1.0),
+        commit="other",
+    )
     # attempt 2 is not covered by solver_rewards: its reward comes from eval.json
     assert find_artifacts([tmp_path]) == sorted(p.resolve() for p in (tmp_path / "a", tmp_path / "b", tmp_path / "c"))
     scan = read_rollouts([tmp_path])

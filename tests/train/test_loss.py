@@ -17,10 +17,12 @@ pytestmark = pytest.mark.train
 def test_masked_tokens_get_exactly_zero_gradient(tiny_tok):
     model = tiny_model(tiny_tok, seed=1)
     tail = [300, 301, 302, 303]  # ids used only after the last trained token, and only there
-    ids = torch.tensor([
-        [5, 6, 7, 8, 9, 10, 11, 12] + tail,
-        [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27],
-    ])
+    ids = torch.tensor(
+        [
+            [5, 6, 7, 8, 9, 10, 11, 12] + tail,
+            [5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27],
+        ]
+    )
     # mask over targets (position t predicts ids[:, t + 1])
     mask = torch.zeros(2, 11, dtype=torch.bool)
     mask[0, 3:7] = True  # targets ids[0, 4:8]; the tail (targets 7..10) is masked
@@ -47,8 +49,9 @@ def test_masked_tokens_get_exactly_zero_gradient(tiny_tok):
 
 def test_all_masked_rows_give_zero_loss_and_gradient():
     logp = torch.randn(2, 5, requires_grad=True)
-    loss, stats = grpo_token_loss(logp, torch.tensor([1.0, -1.0]), torch.zeros(2, 5, dtype=torch.bool),
-                                  torch.full((2, 5), float("nan")))
+    loss, stats = grpo_token_loss(
+        logp, torch.tensor([1.0, -1.0]), torch.zeros(2, 5, dtype=torch.bool), torch.full((2, 5), float("nan"))
+    )
     loss.backward()
     assert loss.item() == 0 and torch.all(logp.grad == 0) and stats["tokens"].item() == 0
 
@@ -56,8 +59,9 @@ def test_all_masked_rows_give_zero_loss_and_gradient():
 def _one(logp_value, sampler_value, advantage, **options):
     logp = torch.tensor([[logp_value]], requires_grad=True)
     sampler = torch.tensor([[sampler_value]])
-    loss, stats = grpo_token_loss(logp, torch.tensor([advantage]), torch.ones(1, 1, dtype=torch.bool), sampler,
-                                  options=LossOptions(**options))
+    loss, stats = grpo_token_loss(
+        logp, torch.tensor([advantage]), torch.ones(1, 1, dtype=torch.bool), sampler, options=LossOptions(**options)
+    )
     loss.backward()
     return loss.item(), logp.grad.item(), {k: v.item() for k, v in stats.items()}
 
@@ -98,8 +102,9 @@ def test_importance_sampling_correction():
 def test_kl_to_reference():
     logp = torch.tensor([[-1.0]], requires_grad=True)
     ref = torch.tensor([[-1.5]])
-    loss, stats = grpo_token_loss(logp, torch.tensor([0.0]), torch.ones(1, 1, dtype=torch.bool), None, ref,
-                                  LossOptions(kl_coef=0.1))
+    loss, stats = grpo_token_loss(
+        logp, torch.tensor([0.0]), torch.ones(1, 1, dtype=torch.bool), None, ref, LossOptions(kl_coef=0.1)
+    )
     kl = math.exp(-0.5) + 0.5 - 1
     assert loss.item() == pytest.approx(0.1 * kl) and stats["kl"].item() == pytest.approx(kl)
 
@@ -121,8 +126,7 @@ def test_trimmed_forward_matches_the_full_one_on_trained_tokens(tiny_tok):
     mask = torch.zeros(2, 9, dtype=torch.bool)
     mask[0, 5:] = True
     mask[1, 3:6] = True
-    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": mask,
-             "temperature": torch.ones(2)}
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "loss_mask": mask, "temperature": torch.ones(2)}
     full = forward_logprobs(model, batch, trim=False)
     trimmed = forward_logprobs(model, batch, trim=True)
     assert torch.allclose(full[mask], trimmed[mask], atol=1e-5)

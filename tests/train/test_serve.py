@@ -50,8 +50,16 @@ def fake_vllm(tmp_path, monkeypatch):
 
 
 def config(tmp_path, **kw) -> ServeConfig:
-    return ServeConfig(**{"port": free_port(), "ready_timeout": 20, "stop_timeout": 5, "poll_interval": 0.05,
-                          "log_file": tmp_path / "server.log", **kw})
+    return ServeConfig(
+        **{
+            "port": free_port(),
+            "ready_timeout": 20,
+            "stop_timeout": 5,
+            "poll_interval": 0.05,
+            "log_file": tmp_path / "server.log",
+            **kw,
+        }
+    )
 
 
 def test_start_refresh_by_restart_and_stop(fake_vllm, tmp_path):
@@ -111,22 +119,45 @@ def test_cli_detach_and_stop(fake_vllm, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     run = [sys.executable, "-c", "from ssrkit.cli.serve import main; main()"]
     pid_file = tmp_path / "vllm.pid"
-    proc = subprocess.run([*run, str(tmp_path / "ckpt"), "--port", str(port), "--served-model-name", "policy",
-                           "--detach", "--pid-file", str(pid_file), "--log", str(tmp_path / "v.log"), "--json"],
-                          env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            *run,
+            str(tmp_path / "ckpt"),
+            "--port",
+            str(port),
+            "--served-model-name",
+            "policy",
+            "--detach",
+            "--pid-file",
+            str(pid_file),
+            "--log",
+            str(tmp_path / "v.log"),
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["base_url"] == f"http://127.0.0.1:{port}/v1" and info["model"] == "policy"
     pid = int(pid_file.read_text())
     assert alive(pid)
-    proc = subprocess.run([*run, "--stop", "--pid-file", str(pid_file)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [*run, "--stop", "--pid-file", str(pid_file)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     deadline = time.monotonic() + 10
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid) and not pid_file.exists()
 
-    proc = subprocess.run([*run, "ckpt", "--command", "no-such-vllm serve", "--port", str(port)], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [*run, "ckpt", "--command", "no-such-vllm serve", "--port", str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: command not found: no-such-vllm"

@@ -4,7 +4,6 @@ checkpoint reloads with transformers and generates."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -34,13 +33,18 @@ def artifact_factory_module(tiny_tok):
 
     def build(root):
         return [
-            write_artifact(root, "alpha", [
-                (make_trajectory(tiny_tok, conversation("alpha0", 3)), True),
-                (make_trajectory(tiny_tok, conversation("alpha1", 1)), False),
-                (make_trajectory(tiny_tok, conversation("al2", 2), stored=False), False),
-                (make_trajectory(tiny_tok, conversation("alpha_three", 2), stored=False), True),
-            ]),
+            write_artifact(
+                root,
+                "alpha",
+                [
+                    (make_trajectory(tiny_tok, conversation("alpha0", 3)), True),
+                    (make_trajectory(tiny_tok, conversation("alpha1", 1)), False),
+                    (make_trajectory(tiny_tok, conversation("al2", 2), stored=False), False),
+                    (make_trajectory(tiny_tok, conversation("alpha_three", 2), stored=False), True),
+                ],
+            ),
         ]
+
     return build
 
 
@@ -78,8 +82,15 @@ def test_checkpoint_reloads_and_generates(arts, tiny_model_dir, tmp_path):
 
     out = tmp_path / "ckpt"
     run(arts, tiny_model_dir, out, lr=1e-3, micro_batch_size=2, grad_accum=1)
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "train_config.toml", "metrics.jsonl",
-                 "data_summary.json", "baselines.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "train_config.toml",
+        "metrics.jsonl",
+        "data_summary.json",
+        "baselines.json",
+    ):
         assert (out / name).is_file(), name
     assert not (out / "state").exists()
     model = AutoModelForCausalLM.from_pretrained(out)

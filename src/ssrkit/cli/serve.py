@@ -1,8 +1,8 @@
 """`ssrkit serve`: run `vllm serve CHECKPOINT` until Ctrl-C, or start it in the background for a recipe.
 
-    ssrkit serve runs/r0/policy --port 8000 --served-model-name policy             # foreground
-    ssrkit serve runs/r0/policy --detach --pid-file vllm.pid --log vllm.log          # returns once ready
-    ssrkit serve --stop --pid-file vllm.pid                                          # stops the whole group
+ssrkit serve runs/r0/policy --port 8000 --served-model-name policy             # foreground
+ssrkit serve runs/r0/policy --detach --pid-file vllm.pid --log vllm.log          # returns once ready
+ssrkit serve --stop --pid-file vllm.pid                                          # stops the whole group
 """
 
 from __future__ import annotations
@@ -21,13 +21,20 @@ def serve(
     checkpoint: Annotated[Optional[Path], typer.Argument(help="Checkpoint directory to serve.")] = None,
     port: Annotated[int, typer.Option(help="Port of the OpenAI-compatible server.")] = 8000,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    served_model_name: Annotated[Optional[str], typer.Option(help="Model name clients use (default: the path).")] = None,
+    served_model_name: Annotated[
+        Optional[str], typer.Option(help="Model name clients use (default: the path).")
+    ] = None,
     command: Annotated[str, typer.Option(help="Server command; the checkpoint and flags are appended.")] = "vllm serve",
     vllm_args: Annotated[str, typer.Option(help="Extra server flags, e.g. '--max-model-len 32768'.")] = "",
     timeout: Annotated[float, typer.Option(help="Seconds to wait for /health and /v1/models.")] = 900.0,
-    log: Annotated[Optional[Path], typer.Option(help="Write the server's output here (default: the terminal; with --detach vllm-PORT.log).")] = None,
+    log: Annotated[
+        Optional[Path],
+        typer.Option(help="Write the server's output here (default: the terminal; with --detach vllm-PORT.log)."),
+    ] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Return once ready, leaving the server running.")] = False,
-    pid_file: Annotated[Optional[Path], typer.Option(help="Process-group id file for --detach/--stop (default vllm-PORT.pid).")] = None,
+    pid_file: Annotated[
+        Optional[Path], typer.Option(help="Process-group id file for --detach/--stop (default vllm-PORT.pid).")
+    ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the server recorded in --pid-file.")] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print {base_url, model, pid} as JSON.")] = False,
 ) -> None:
@@ -50,8 +57,15 @@ def serve(
         raise typer.Exit(2)
     if detach and log is None:
         log = Path(f"vllm-{port}.log")
-    config = ServeConfig(command=shlex.split(command), host=host, port=port, args=shlex.split(vllm_args),
-                         served_model_name=served_model_name, ready_timeout=timeout, log_file=log)
+    config = ServeConfig(
+        command=shlex.split(command),
+        host=host,
+        port=port,
+        args=shlex.split(vllm_args),
+        served_model_name=served_model_name,
+        ready_timeout=timeout,
+        log_file=log,
+    )
     server = PolicyServer(config)
     try:
         server.start(str(checkpoint))

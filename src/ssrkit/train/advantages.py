@@ -142,7 +142,9 @@ def compute_advantages(
                     advantages[i] = value
             if not trainable:
                 status = "all_masked"
-        groups.append(GroupStat(role, group, len(members), len(trainable) if values is not None else 0, mean, std, status))
+        groups.append(
+            GroupStat(role, group, len(members), len(trainable) if values is not None else 0, mean, std, status)
+        )
 
     new_baselines = dict(baselines)
     for role, mean in role_means.items():

@@ -1,12 +1,12 @@
 """What a run leaves on disk: the Hugging Face checkpoint, the resumable state, the carried baselines.
 
-    OUT/config.json, model.safetensors, generation_config.json, tokenizer files   <- `vllm serve OUT`
-    OUT/baselines.json         per-role moving baselines (read back when OUT is the next round's --model)
-    OUT/train_config.toml      the resolved configuration
-    OUT/metrics.jsonl          one JSON object per optimizer step
-    OUT/data_summary.json      rollouts, groups and rows the run trained on
-    OUT/trainer_state.json     step reached, baselines used, done flag
-    OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume, removed when done
+OUT/config.json, model.safetensors, generation_config.json, tokenizer files   <- `vllm serve OUT`
+OUT/baselines.json         per-role moving baselines (read back when OUT is the next round's --model)
+OUT/train_config.toml      the resolved configuration
+OUT/metrics.jsonl          one JSON object per optimizer step
+OUT/data_summary.json      rollouts, groups and rows the run trained on
+OUT/trainer_state.json     step reached, baselines used, done flag
+OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume, removed when done
 """
 
 from __future__ import annotations

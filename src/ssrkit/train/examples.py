@@ -100,7 +100,7 @@ def rows_from_stored(turns: Sequence[dict[str, Any]]) -> list[Row]:
         completion = turn["completion_token_ids"]
         logprobs = turn.get("logprobs")
         if row is not None and len(prompt) >= len(row) and prompt[: len(row)] == row.input_ids:
-            row.add(prompt[len(row):], trained=False)
+            row.add(prompt[len(row) :], trained=False)
         else:
             row = Row()
             rows.append(row)
@@ -141,9 +141,9 @@ def rows_from_template(
             continue
         prompt = _render(tokenizer, msgs[:k], add_generation_prompt=True)
         full = _render(tokenizer, msgs[: k + 1], add_generation_prompt=False)
-        completion = full[len(prompt):] if full.startswith(prompt) else msgs[k]["content"]
+        completion = full[len(prompt) :] if full.startswith(prompt) else msgs[k]["content"]
         if row is not None and prompt.startswith(text):
-            row.add(encode(prompt[len(text):]), trained=False)
+            row.add(encode(prompt[len(text) :]), trained=False)
         else:
             row = Row()
             rows.append(row)
@@ -216,7 +216,16 @@ def build_examples(
                 1 for m, lp in zip(row.loss_mask, row.sampler_logprobs) if m and not math.isnan(lp)
             )
             examples.append(
-                Example(row.input_ids, row.loss_mask, row.sampler_logprobs, float(advantage), rollout.role,
-                        str(path), index, how, temperature)
+                Example(
+                    row.input_ids,
+                    row.loss_mask,
+                    row.sampler_logprobs,
+                    float(advantage),
+                    rollout.role,
+                    str(path),
+                    index,
+                    how,
+                    temperature,
+                )
             )
     return examples, stats

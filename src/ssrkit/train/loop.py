@@ -39,8 +39,21 @@ from ssrkit.train.rollouts import read_rollouts
 
 log = logging.getLogger("ssrkit.train")
 
-_STAT_KEYS = ("tokens", "pg", "kl", "clipped", "clipped_low", "clipped_high", "is_corrected", "with_sampler",
-              "mismatch_kl", "total_tokens", "adv_sum", "adv_sq_sum", "rows")
+_STAT_KEYS = (
+    "tokens",
+    "pg",
+    "kl",
+    "clipped",
+    "clipped_low",
+    "clipped_high",
+    "is_corrected",
+    "with_sampler",
+    "mismatch_kl",
+    "total_tokens",
+    "adv_sum",
+    "adv_sq_sum",
+    "rows",
+)
 
 
 def make_accelerator(cfg: TrainConfig) -> Accelerator:
@@ -57,9 +70,11 @@ def make_accelerator(cfg: TrainConfig) -> Accelerator:
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     if plugin is not None:  # a DeepSpeed config: let our knobs fill its "auto" values
         ds = plugin.deepspeed_config
-        for key, value in (("gradient_clipping", cfg.max_grad_norm),
-                           ("train_micro_batch_size_per_gpu", cfg.micro_batch_size),
-                           ("gradient_accumulation_steps", cfg.grad_accum)):
+        for key, value in (
+            ("gradient_clipping", cfg.max_grad_norm),
+            ("train_micro_batch_size_per_gpu", cfg.micro_batch_size),
+            ("gradient_accumulation_steps", cfg.grad_accum),
+        ):
             if ds.get(key, "auto") == "auto":
                 ds[key] = value
         ds["train_batch_size"] = cfg.micro_batch_size * ds["gradient_accumulation_steps"] * accelerator.num_processes
@@ -96,9 +111,13 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         reasons = "; ".join(f"{n} {why}" for why, n in scan.skipped.items()) or "no trajectory.json found"
         raise TrainError(f"no trajectories with rewards in {scan.artifacts} artifact(s) ({reasons})")
     options = AdvantageOptions(
-        std_scaling=cfg.std_scaling, leave_one_out=cfg.leave_one_out, drop_zero_variance=cfg.drop_zero_variance,
-        singleton=cfg.singleton, baseline_momentum=cfg.baseline_momentum,
-        mask_statuses=tuple(cfg.mask_statuses), drop_statuses=tuple(cfg.drop_statuses),
+        std_scaling=cfg.std_scaling,
+        leave_one_out=cfg.leave_one_out,
+        drop_zero_variance=cfg.drop_zero_variance,
+        singleton=cfg.singleton,
+        baseline_momentum=cfg.baseline_momentum,
+        mask_statuses=tuple(cfg.mask_statuses),
+        drop_statuses=tuple(cfg.drop_statuses),
     )
     result = compute_advantages(scan.rollouts, options, baselines)
     roles = summarize(scan.rollouts, result)
@@ -106,16 +125,30 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         log.info(
             "%s: %d rollouts in %d groups (%d kept, %d zero-variance, %d singletons), %d trained, %d masked, "
             "reward mean %.3f, |advantage| mean %.3f",
-            role, s["rollouts"], s["groups"], s["groups_kept"], s["groups_zero_variance"], s["singletons"],
-            s["trained"], s["masked"], s["reward_mean"], s["advantage_abs_mean"],
+            role,
+            s["rollouts"],
+            s["groups"],
+            s["groups_kept"],
+            s["groups_zero_variance"],
+            s["singletons"],
+            s["trained"],
+            s["masked"],
+            s["reward_mean"],
+            s["advantage_abs_mean"],
         )
     items = [(r, a) for r, a in zip(scan.rollouts, result.advantages) if a is not None]
     examples, stats = build_examples(items, tokenizer, cfg.max_length)
     log.info(
         "rows: %d from %d trajectories (token ids: %d stored, %d re-rendered with the chat template), "
         "%d cut to %d tokens, %d trained tokens (%d with sampler log-probs)",
-        stats.rows, stats.trajectories, stats.paths.get("stored", 0), stats.paths.get("template", 0),
-        stats.truncated_rows, cfg.max_length, stats.trained_tokens, stats.with_logprobs,
+        stats.rows,
+        stats.trajectories,
+        stats.paths.get("stored", 0),
+        stats.paths.get("template", 0),
+        stats.truncated_rows,
+        cfg.max_length,
+        stats.trained_tokens,
+        stats.with_logprobs,
     )
     if not examples:
         raise TrainError(
@@ -181,8 +214,13 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         raise TrainError(f"{out} already holds a training run; pass --resume to continue it or choose another --out")
     if prior is not None and prior.get("done"):
         log.info("%s: training already finished at step %s; nothing to do", out, prior.get("step"))
-        return {"out": str(out), "steps": prior.get("step", 0), "done": True, "skipped": True,
-                "main_process": accelerator.is_main_process}
+        return {
+            "out": str(out),
+            "steps": prior.get("step", 0),
+            "done": True,
+            "skipped": True,
+            "main_process": accelerator.is_main_process,
+        }
     resuming = prior is not None and (out / ckpt.STATE_DIR).is_dir()
     accelerator.wait_for_everyone()  # every process has read the state before anyone writes to out/
     if accelerator.is_main_process:
@@ -208,21 +246,26 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
     ref_model = None
     if cfg.kl_coef > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=model.dtype,
-                                                         trust_remote_code=cfg.trust_remote_code)
+        ref_model = AutoModelForCausalLM.from_pretrained(
+            cfg.model, dtype=model.dtype, trust_remote_code=cfg.trust_remote_code
+        )
         ref_model.requires_grad_(False).eval()
     model.train()
     trim = accepts_logits_to_keep(model)
     optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2),
-        eps=cfg.adam_eps, weight_decay=cfg.weight_decay,
+        [p for p in model.parameters() if p.requires_grad],
+        lr=cfg.lr,
+        betas=(cfg.adam_beta1, cfg.adam_beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
     )
     model, optimizer = accelerator.prepare(model, optimizer)
     check_accumulation(accelerator, cfg)
     if ref_model is not None:
         ref_model = accelerator.prepare_model(ref_model, evaluation_mode=True)
-    loss_options = LossOptions(cfg.epsilon_low, cfg.epsilon_high, cfg.old_logprobs, cfg.is_correction, cfg.is_cap,
-                               cfg.kl_coef)
+    loss_options = LossOptions(
+        cfg.epsilon_low, cfg.epsilon_high, cfg.old_logprobs, cfg.is_correction, cfg.is_cap, cfg.kl_coef
+    )
 
     # -- 4. the plan: which rows each step, process and micro-batch sees ---------------------------------------
     world, rank = accelerator.num_processes, accelerator.process_index
@@ -236,13 +279,27 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         accelerator.load_state(str(out / ckpt.STATE_DIR))
         start_step = int(prior["step"])
         log.info("resumed %s at step %d of %d", out, start_step, len(plan))
-    log.info("%d rows, %d steps of %d rows (%d per micro-batch x %d accumulation x %d processes) on %s",
-             len(examples), len(plan), global_batch, cfg.micro_batch_size, cfg.grad_accum, world, accelerator.device)
+    log.info(
+        "%d rows, %d steps of %d rows (%d per micro-batch x %d accumulation x %d processes) on %s",
+        len(examples),
+        len(plan),
+        global_batch,
+        cfg.micro_batch_size,
+        cfg.grad_accum,
+        world,
+        accelerator.device,
+    )
 
     def trainer_state(step: int, done: bool = False) -> dict[str, Any]:
-        return {"step": step, "steps": len(plan), "done": done, "baselines_before": baselines_before,
-                "baselines_after": baselines_after, "world_size": world,
-                "mixed_precision": str(accelerator.mixed_precision)}
+        return {
+            "step": step,
+            "steps": len(plan),
+            "done": done,
+            "baselines_before": baselines_before,
+            "baselines_after": baselines_after,
+            "world_size": world,
+            "mixed_precision": str(accelerator.mixed_precision),
+        }
 
     metrics = MetricsWriter(out / "metrics.jsonl", enabled=accelerator.is_main_process)
     total = {"tokens": 0.0, "seconds": 0.0}
@@ -275,8 +332,9 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
                 if ref_model is not None:
                     with torch.no_grad():
                         ref_logp = forward_logprobs(ref_model, batch, trim)
-                loss_sum, stats = grpo_token_loss(logp, batch["advantages"], batch["loss_mask"],
-                                                  batch["sampler_logprobs"], ref_logp, loss_options)
+                loss_sum, stats = grpo_token_loss(
+                    logp, batch["advantages"], batch["loss_mask"], batch["sampler_logprobs"], ref_logp, loss_options
+                )
                 accelerator.backward(loss_sum * scale)
                 if accelerator.sync_gradients:
                     max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
@@ -284,12 +342,14 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             row_tokens = batch["loss_mask"].sum(dim=1).double()
-            stats.update({
-                "total_tokens": batch["attention_mask"].sum().double(),
-                "adv_sum": (batch["advantages"].double() * row_tokens).sum(),
-                "adv_sq_sum": (batch["advantages"].double() ** 2 * row_tokens).sum(),
-                "rows": (row_tokens > 0).double().sum(),
-            })
+            stats.update(
+                {
+                    "total_tokens": batch["attention_mask"].sum().double(),
+                    "adv_sum": (batch["advantages"].double() * row_tokens).sum(),
+                    "adv_sq_sum": (batch["advantages"].double() ** 2 * row_tokens).sum(),
+                    "rows": (row_tokens > 0).double().sum(),
+                }
+            )
             sums += torch.stack([stats[k].detach().double() for k in _STAT_KEYS])
 
         # -- metrics -------------------------------------------------------------------------------------------
@@ -327,9 +387,16 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         if on_step is not None:
             on_step(step + 1, record, model, accelerator)
         if (step + 1) % cfg.log_every == 0 or step + 1 == len(plan):
-            log.info("step %d/%d loss %.4f clip %.3f grad-norm %.3g %d tokens %.0f tok/s", step + 1, len(plan),
-                     record["loss"], record["clip_frac"], record["grad_norm"], record["tokens"],
-                     record["tokens_per_s"])
+            log.info(
+                "step %d/%d loss %.4f clip %.3f grad-norm %.3g %d tokens %.0f tok/s",
+                step + 1,
+                len(plan),
+                record["loss"],
+                record["clip_frac"],
+                record["grad_norm"],
+                record["tokens"],
+                record["tokens_per_s"],
+            )
         if cfg.save_every and (step + 1) % cfg.save_every == 0 and step + 1 < len(plan):
             ckpt.save_state(accelerator, out, trainer_state(step + 1))
 

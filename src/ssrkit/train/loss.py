@@ -34,7 +34,9 @@ class LossOptions:
     kl_coef: float = 0.0
 
 
-def token_logprobs(logits: torch.Tensor, input_ids: torch.Tensor, temperature: torch.Tensor | None = None) -> torch.Tensor:
+def token_logprobs(
+    logits: torch.Tensor, input_ids: torch.Tensor, temperature: torch.Tensor | None = None
+) -> torch.Tensor:
     """log p(input_ids[:, t] | input_ids[:, :t]) for t >= 1, shape [B, T-1], in float32.
 
     Computed one row at a time (gather - logsumexp) so that no second [B, T, V] tensor is materialised.

@@ -99,7 +99,9 @@ def _exit_status(trajectory: Path) -> str | None:
     return str(data.get("exit_status") or "unknown")
 
 
-def scan_artifact(artifact: Path, roles: Iterable[str] = ("solver", "injector"), scan: RolloutScan | None = None) -> RolloutScan:
+def scan_artifact(
+    artifact: Path, roles: Iterable[str] = ("solver", "injector"), scan: RolloutScan | None = None
+) -> RolloutScan:
     scan = scan if scan is not None else RolloutScan()
     roles = set(roles)
     scan.artifacts += 1
@@ -115,8 +117,14 @@ def scan_artifact(artifact: Path, roles: Iterable[str] = ("solver", "injector"),
             scan.skipped["injector trajectory without reward.json"] += 1
         else:
             scan.rollouts.append(
-                Rollout("injector", artifact / "trajectory.json", artifact, "injector:" + snapshot_key(artifact, meta),
-                        float(reward["injector_reward"]), status)
+                Rollout(
+                    "injector",
+                    artifact / "trajectory.json",
+                    artifact,
+                    "injector:" + snapshot_key(artifact, meta),
+                    float(reward["injector_reward"]),
+                    status,
+                )
             )
 
     if "solver" in roles and (artifact / "attempts").is_dir():
