@@ -15,8 +15,9 @@ What is compared, and why it is fair:
   autocast on GPU for both). Both compute logits only for completion positions.
 - Timing: wall time of whole optimizer steps (batch preparation, forward, backward, optimizer step), the median
   over --steps steps after one warm-up step. For TRL it is taken by a TrainerCallback between on_step_begin and
-  on_step_end; for ssrkit it is the `seconds` of each step in metrics.jsonl. tokens/s = (prompt + completion
-  tokens of all sequences in the step) / step time.
+  on_step_end; for ssrkit it is the `seconds` of each step in metrics.jsonl. The fastest of --steps steps after
+  one warm-up step is reported (the minimum is the estimate least disturbed by other load on the machine).
+  tokens/s = (prompt + completion tokens of all sequences in the step) / step time.
 - Same numbers: the gradient norm of the first step is printed for both; equal values show that both computed
   the same loss on the same tokens (they agree to float32 precision on CPU).
 - Memory: each framework runs in its own fresh subprocess. On CPU the peak RSS of the process (which includes
@@ -31,7 +32,6 @@ import json
 import os
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,7 +105,7 @@ def run_ssrkit(args, model_dir: Path, work: Path) -> dict:
     )
     train(cfg, [art])
     records = [json.loads(line) for line in (work / "out" / "metrics.jsonl").read_text().splitlines()]
-    seconds = statistics.median(r["seconds"] for r in records[1:])
+    seconds = min(r["seconds"] for r in records[1:])
     tokens = records[-1]["total_tokens"]
     return {
         "framework": "ssrkit",
@@ -188,7 +188,7 @@ def run_trl(args, model_dir: Path, work: Path) -> dict:
         callbacks=[StepTimer()],
     )
     trainer.train()
-    seconds = statistics.median(step_times[1:])
+    seconds = min(step_times[1:])
     tokens = args.group * (args.prompt + args.completion)
     first = next(h for h in trainer.state.log_history if "grad_norm" in h)
     return {
@@ -204,7 +204,7 @@ def run_trl(args, model_dir: Path, work: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=4, help="timed steps (after one warm-up step)")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps (after one warm-up step)")
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (the GRPO group)")
     parser.add_argument("--prompt", type=int, default=128, help="prompt tokens")
     parser.add_argument("--completion", type=int, default=256, help="tokens per completion")

@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -46,7 +47,7 @@ class ServeConfig:
     ready_timeout: float = 900.0
     stop_timeout: float = 30.0
     poll_interval: float = 0.5
-    log_file: Path | None = None  # the server's stdout+stderr (appended); None = inherit ours
+    log_file: Path | None = None  # the server's stdout+stderr (appended); None = our stderr
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -111,6 +112,13 @@ def kill_group(pgid: int, stop_timeout: float = 30.0, process: subprocess.Popen 
         pass
     if process is not None:
         process.wait()
+
+
+def _stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None  # a replaced stderr (e.g. under pytest): inherit
 
 
 class RefreshStrategy(Protocol):
@@ -213,8 +221,8 @@ class PolicyServer:
             env={**os.environ, **self.config.env},
             start_new_session=True,
             stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT if self._log else None,
+            stdout=self._log if self._log else _stderr_fd(),  # our stdout stays free for results (--json)
+            stderr=subprocess.STDOUT,
         )
         self.checkpoint = str(checkpoint)
         self.model = self.config.served_model_name or str(checkpoint)

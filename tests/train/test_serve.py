@@ -161,3 +161,27 @@ def test_cli_detach_and_stop(fake_vllm, tmp_path):
         timeout=60,
     )
     assert proc.returncode == 2 and proc.stderr.strip() == "error: command not found: no-such-vllm"
+
+
+def test_cli_foreground_stops_its_group_on_sigterm(fake_vllm, tmp_path):
+    import signal
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from ssrkit.cli.serve import main; main()", "ckpt", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    assert f"at http://127.0.0.1:{port}/v1" in line, proc.stderr.read() if proc.poll() is not None else line
+    child = int((tmp_path / "child.pid").read_text())
+    assert alive(child)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    deadline = time.monotonic() + 10
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)

@@ -81,7 +81,7 @@ def serve(
     if detach:
         pid_file.write_text(f"{server.process.pid}\n")
         return
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server like Ctrl-C does
     try:
         code = server.process.wait()
     except KeyboardInterrupt:
@@ -90,6 +90,10 @@ def serve(
     server.stop()
     typer.echo(f"error: server exited with code {code}", err=True)
     raise typer.Exit(1)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
