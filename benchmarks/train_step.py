@@ -16,7 +16,8 @@ What is compared, and why it is fair:
 - Timing: wall time of whole optimizer steps (batch preparation, forward, backward, optimizer step), the median
   over --steps steps after one warm-up step. For TRL it is taken by a TrainerCallback between on_step_begin and
   on_step_end; for ssrkit it is the `seconds` of each step in metrics.jsonl. The fastest of --steps steps after
-  one warm-up step is reported (the minimum is the estimate least disturbed by other load on the machine).
+  one warm-up step is reported (the minimum is the estimate least disturbed by other load on the machine;
+  `--repeat N` runs each framework N times, interleaved, and keeps the best).
   tokens/s = (prompt + completion tokens of all sequences in the step) / step time.
 - Same numbers: the gradient norm of the first step is printed for both; equal values show that both computed
   the same loss on the same tokens (they agree to float32 precision on CPU).
@@ -210,6 +211,7 @@ def main() -> None:
     parser.add_argument("--completion", type=int, default=256, help="tokens per completion")
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=1, help="run each framework this many times, keep the best")
     parser.add_argument("--only", choices=["ssrkit", "trl"], help="run one framework (used internally)")
     parser.add_argument("--model-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -227,8 +229,8 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = save_tiny_model(Path(tmp) / "model", hidden_size=args.hidden, num_layers=args.layers)
-        results = []
-        for name in ("ssrkit", "trl"):
+        runs: dict[str, list[dict]] = {}
+        for name in ("ssrkit", "trl") * args.repeat:  # interleaved, so that a burst of load hits both
             cmd = [sys.executable, __file__, "--only", name, "--model-dir", str(model_dir)]
             for key in ("steps", "group", "prompt", "completion", "hidden", "layers"):
                 cmd += [f"--{key}", str(getattr(args, key))]
@@ -238,7 +240,11 @@ def main() -> None:
             if proc.returncode != 0 or not lines:
                 print(f"{name} failed:\n{proc.stderr[-4000:]}", file=sys.stderr)
                 continue
-            results.append(json.loads(lines[-1][len("RESULT ") :]))
+            runs.setdefault(name, []).append(json.loads(lines[-1][len("RESULT ") :]))
+        results = []
+        for rs in runs.values():
+            best = min(rs, key=lambda r: r["step_s"])
+            results.append({**best, "peak_mb": max(r["peak_mb"] for r in rs)})
 
     import torch
 
@@ -246,7 +252,7 @@ def main() -> None:
     print(
         f"GRPO step: tiny Qwen2 (hidden {args.hidden}, {args.layers} layers), {args.group} x "
         f"({args.prompt} prompt + {args.completion} completion) tokens, "
-        f"{'GPU' if torch.cuda.is_available() else 'CPU'}, median of {args.steps} steps"
+        f"{'GPU' if torch.cuda.is_available() else 'CPU'}, best of {args.steps} steps x {args.repeat} run(s)"
     )
     header = f"{'framework':<14}{'step s':>9}{'tokens/s':>11}{memory:>15}{'RSS after imports':>19}{'grad norm 1':>13}"
     print(header)
