@@ -104,6 +104,16 @@ def load_policy(cfg: TrainConfig, on_gpu: bool) -> Any:
     return model
 
 
+def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """AdamW, the fused kernel where this torch has one for the parameters' device (as transformers' default)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    kwargs = dict(lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps, weight_decay=cfg.weight_decay)
+    try:
+        return torch.optim.AdamW(params, fused=True, **kwargs)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(params, **kwargs)
+
+
 def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, baselines: dict[str, float]):
     """Rollouts -> advantages -> rows. Returns (examples, new baselines, summary for data_summary.json)."""
     scan = read_rollouts(artifacts, cfg.roles)
@@ -252,13 +262,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         ref_model.requires_grad_(False).eval()
     model.train()
     trim = accepts_logits_to_keep(model)
-    optimizer = torch.optim.AdamW(
-        [p for p in model.parameters() if p.requires_grad],
-        lr=cfg.lr,
-        betas=(cfg.adam_beta1, cfg.adam_beta2),
-        eps=cfg.adam_eps,
-        weight_decay=cfg.weight_decay,
-    )
+    optimizer = make_optimizer(model, cfg)
     model, optimizer = accelerator.prepare(model, optimizer)
     check_accumulation(accelerator, cfg)
     if ref_model is not None:
