@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny_model_dir):
-    from conftest import conversation, make_trajectory, write_artifact
+    from train_helpers import conversation, make_trajectory, write_artifact
 
     art = write_artifact(
         tmp_path / "arts",
@@ -97,7 +97,7 @@ def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny
 def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_dir):
     """The user-facing path: `accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train`, with the
     launcher's bf16 (autocast on the CPU here)."""
-    from conftest import conversation, make_trajectory, write_artifact
+    from train_helpers import conversation, make_trajectory, write_artifact
 
     art = write_artifact(
         tmp_path / "arts",

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from conftest import conversation, encode, make_trajectory, write_artifact
+from train_helpers import conversation, encode, make_trajectory, write_artifact
 from ssrkit.train.errors import TrainError
 from ssrkit.train.examples import Row, build_examples, rows_from_stored, rows_from_template, trajectory_rows, truncate
 from ssrkit.train.rollouts import find_artifacts, read_rollouts  # noqa: E402
