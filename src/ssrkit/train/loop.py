@@ -91,9 +91,18 @@ def check_accumulation(accelerator: Accelerator, cfg: TrainConfig) -> None:
         )
 
 
+def dtype_kwarg(dtype: Any) -> dict[str, Any]:
+    """`from_pretrained`'s dtype argument: `dtype` since transformers 4.56, `torch_dtype` before."""
+    import transformers
+    from packaging.version import Version
+
+    name = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+    return {name: dtype}
+
+
 def load_policy(cfg: TrainConfig, on_gpu: bool) -> Any:
     kwargs: dict[str, Any] = {"trust_remote_code": cfg.trust_remote_code}
-    kwargs["dtype"] = "auto" if cfg.model_dtype == "auto" else getattr(torch, cfg.model_dtype)
+    kwargs.update(dtype_kwarg("auto" if cfg.model_dtype == "auto" else getattr(torch, cfg.model_dtype)))
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
     model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
@@ -257,7 +266,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     ref_model = None
     if cfg.kl_coef > 0:
         ref_model = AutoModelForCausalLM.from_pretrained(
-            cfg.model, dtype=model.dtype, trust_remote_code=cfg.trust_remote_code
+            cfg.model, trust_remote_code=cfg.trust_remote_code, **dtype_kwarg(model.dtype)
         )
         ref_model.requires_grad_(False).eval()
     model.train()
