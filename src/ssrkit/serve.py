@@ -1,0 +1,292 @@
+"""Serve a policy checkpoint with vLLM's OpenAI-compatible server, and move it to a newer checkpoint.
+
+    server = PolicyServer(ServeConfig(port=8000, served_model_name="policy"))
+    server.start("runs/r0/policy")      # `vllm serve runs/r0/policy --host 127.0.0.1 --port 8000 ...`
+    ...                                 # agents talk to server.base_url, model server.model
+    server.refresh("runs/r1/policy")    # strategy "restart": stop, start on the new checkpoint, wait ready
+    server.stop()                       # the whole process group, SIGTERM then SIGKILL
+
+The server runs in its own process group, so stopping it also ends the workers vLLM spawns. Readiness means
+`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface: `restart`
+(any checkpoint, full weights) and `lora` (a LoRA adapter directory hot-swapped through
+`/v1/load_lora_adapter`, which needs vLLM started with `--enable-lora` and
+VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; both are set when the strategy is chosen). Faster full-weight transports
+(e.g. NCCL broadcast into a running server) can be added as further strategies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+
+class ServeError(Exception):
+    """A user-facing serving error: vLLM missing, port taken, server died or not ready in time."""
+
+
+@dataclass
+class ServeConfig:
+    command: list[str] = field(default_factory=lambda: ["vllm", "serve"])  # the checkpoint is appended
+    host: str = "127.0.0.1"
+    port: int = 8000
+    args: list[str] = field(default_factory=list)  # e.g. ["--max-model-len", "32768", "--tensor-parallel-size", "2"]
+    served_model_name: str | None = None  # a stable name for clients; default: vLLM's (the checkpoint path)
+    strategy: str = "restart"  # "restart" | "lora"
+    ready_timeout: float = 900.0
+    stop_timeout: float = 30.0
+    poll_interval: float = 0.5
+    log_file: Path | None = None  # the server's stdout+stderr (appended); None = our stderr
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> tuple[int, str]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"} if data else {}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of group `pgid` is still running (zombies, which nobody may reap, do not count)."""
+    proc = Path("/proc")
+    if proc.is_dir():
+        for stat in proc.glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":  # fields after "(comm)": state ppid pgrp ...
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def kill_group(pgid: int, stop_timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group `pgid`, then SIGKILL whatever is left after `stop_timeout` seconds.
+
+    `process` (the group leader, when it is our child) is reaped on the way, so it does not linger as a zombie.
+    """
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + stop_timeout
+    while time.monotonic() < deadline:
+        if process is not None:
+            process.poll()
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if process is not None:
+        process.wait()
+
+
+def _stderr_fd() -> int | None:
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None  # a replaced stderr (e.g. under pytest): inherit
+
+
+class RefreshStrategy(Protocol):
+    """How a running server moves to a new checkpoint."""
+
+    def prepare(self, config: ServeConfig) -> None:
+        """Adjust the launch (flags, environment) before the first start."""
+
+    def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
+        """Make `server` serve `checkpoint`; on return it answers requests for `server.model`."""
+
+
+class RestartStrategy:
+    """Stop the server and start it again on the new checkpoint (works for any full-weight checkpoint)."""
+
+    def prepare(self, config: ServeConfig) -> None:
+        pass
+
+    def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
+        server.stop()
+        server.start(checkpoint)
+
+
+class LoRAStrategy:
+    """Hot-swap a LoRA adapter into the running server (the base checkpoint stays loaded)."""
+
+    def __init__(self, name_prefix: str = "policy"):
+        self.name_prefix = name_prefix
+        self.loaded: list[str] = []
+
+    def prepare(self, config: ServeConfig) -> None:
+        if "--enable-lora" not in config.args:
+            config.args = [*config.args, "--enable-lora"]
+        config.env = {**config.env, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
+
+    def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
+        name = f"{self.name_prefix}-{len(self.loaded) + 1}"
+        status, text = _http(
+            "POST",
+            f"{server.url}/v1/load_lora_adapter",
+            {"lora_name": name, "lora_path": str(checkpoint)},
+            timeout=server.config.ready_timeout,
+        )
+        if status != 200:
+            raise ServeError(f"loading LoRA adapter {checkpoint} failed ({status}): {text.strip()[:300]}")
+        for old in self.loaded:  # keep GPU memory flat: only the newest adapter stays
+            _http("POST", f"{server.url}/v1/unload_lora_adapter", {"lora_name": old})
+        self.loaded = [name]
+        server.model = name
+        server.checkpoint = str(checkpoint)
+
+
+STRATEGIES = {"restart": RestartStrategy, "lora": LoRAStrategy}
+
+
+class PolicyServer:
+    def __init__(self, config: ServeConfig | None = None, strategy: RefreshStrategy | None = None):
+        self.config = config or ServeConfig()
+        if strategy is None:
+            if self.config.strategy not in STRATEGIES:
+                raise ServeError(
+                    f"unknown refresh strategy {self.config.strategy!r}: use one of {', '.join(STRATEGIES)}"
+                )
+            strategy = STRATEGIES[self.config.strategy]()
+        self.strategy = strategy
+        self.strategy.prepare(self.config)
+        self.process: subprocess.Popen | None = None
+        self.checkpoint: str | None = None
+        self.model: str | None = None  # the name clients send as `model`
+        self._log: IO[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.config.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def command(self, checkpoint: str) -> list[str]:
+        cmd = [*self.config.command, str(checkpoint), "--host", self.config.host, "--port", str(self.config.port)]
+        if self.config.served_model_name:
+            cmd += ["--served-model-name", self.config.served_model_name]
+        return cmd + list(self.config.args)
+
+    def start(self, checkpoint: str | Path, wait: bool = True) -> None:
+        if self.process is not None and self.process.poll() is None:
+            raise ServeError(f"server already running (pid {self.process.pid})")
+        if shutil.which(self.config.command[0]) is None:
+            hint = " (pip install 'ssrkit[vllm]')" if Path(self.config.command[0]).name == "vllm" else ""
+            raise ServeError(f"command not found: {self.config.command[0]}{hint}")
+        if port_in_use(self.config.host, self.config.port):
+            raise ServeError(f"port {self.config.port} on {self.config.host} is already in use")
+        cmd = self.command(str(checkpoint))
+        if self.config.log_file is not None:
+            Path(self.config.log_file).parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.config.log_file, "ab")
+        self.process = subprocess.Popen(
+            cmd,
+            env={**os.environ, **self.config.env},
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log if self._log else _stderr_fd(),  # our stdout stays free for results (--json)
+            stderr=subprocess.STDOUT,
+        )
+        self.checkpoint = str(checkpoint)
+        self.model = self.config.served_model_name or str(checkpoint)
+        if wait:
+            try:
+                self.wait_ready()
+            except BaseException:
+                self.stop()
+                raise
+
+    def models(self) -> list[str]:
+        status, text = _http("GET", f"{self.base_url}/models")
+        if status != 200:
+            raise ServeError(f"GET /v1/models answered {status}")
+        return [m.get("id", "") for m in json.loads(text).get("data", [])]
+
+    def ready(self) -> bool:
+        try:
+            status, _ = _http("GET", f"{self.url}/health", timeout=2.0)
+            return status == 200 and bool(self.models())
+        except (OSError, ServeError, ValueError):
+            return False
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        timeout = self.config.ready_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                raise ServeError(
+                    f"server exited with code {self.process.returncode} before it was ready"
+                    f"{self._log_hint()}: {shlex.join(self.command(self.checkpoint or ''))}"
+                )
+            if self.ready():
+                return
+            if time.monotonic() >= deadline:
+                raise ServeError(f"server not ready after {timeout:.0f} s at {self.url}{self._log_hint()}")
+            time.sleep(self.config.poll_interval)
+
+    def _log_hint(self) -> str:
+        if self.config.log_file is None:
+            return ""
+        try:
+            tail = Path(self.config.log_file).read_text(errors="replace").strip().splitlines()[-1:]
+        except OSError:
+            tail = []
+        return f" (log: {self.config.log_file}{'; last line: ' + tail[0][:200] if tail else ''})"
+
+    def refresh(self, checkpoint: str | Path) -> None:
+        """Serve `checkpoint` from now on, by the configured strategy."""
+        if self.process is None or self.process.poll() is not None:
+            self.start(checkpoint)
+            return
+        self.strategy.refresh(self, str(checkpoint))
+
+    def stop(self) -> None:
+        if self.process is not None:
+            kill_group(self.process.pid, self.config.stop_timeout, self.process)
+            self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "PolicyServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

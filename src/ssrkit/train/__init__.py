@@ -1,0 +1,40 @@
+"""GRPO training of the shared policy from rollouts on disk (SPEC §9).
+
+Modules, in the order data flows through them:
+- `rollouts`   artifact directories -> `Rollout`s (role, group, reward, exit status)
+- `advantages` pure GRPO advantages by role and group
+- `examples`   trajectories -> rows of token ids, loss mask, sampler log-probs
+- `batching`   the step/process/micro-batch plan and padding
+- `loss`       per-token log-probs and the clipped surrogate with IS correction and KL
+- `loop`       the Accelerate training loop (`train(cfg, artifacts)`)
+- `checkpoint`, `metrics`  what a run writes
+- `config`     `TrainConfig` and its TOML form; `tiny` a tiny model + tokenizer for tests and docs
+
+Importing this package does not import torch; `require_train_deps()` says what to install when it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from ssrkit.train.config import TrainConfig, resolve_config
+from ssrkit.train.errors import TrainError
+
+__all__ = ["TrainConfig", "TrainError", "require_train_deps", "resolve_config", "run_training"]
+
+TRAIN_DEPS = ("torch", "transformers", "accelerate", "safetensors")
+
+
+def require_train_deps() -> None:
+    """Raise `TrainError` naming the install command when a training dependency is missing."""
+    missing = [name for name in TRAIN_DEPS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise TrainError(f"training needs {', '.join(missing)}: pip install 'ssrkit[train]'")
+
+
+def run_training(cfg: TrainConfig, artifacts):  # noqa: ANN001 - thin lazy wrapper
+    """`ssrkit.train.loop.train`, imported only when called (it imports torch)."""
+    require_train_deps()
+    from ssrkit.train.loop import train
+
+    return train(cfg, artifacts)

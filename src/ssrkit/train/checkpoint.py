@@ -1,0 +1,92 @@
+"""What a run leaves on disk: the Hugging Face checkpoint, the resumable state, the carried baselines.
+
+OUT/config.json, model.safetensors, generation_config.json, tokenizer files   <- `vllm serve OUT`
+OUT/baselines.json         per-role moving baselines (read back when OUT is the next round's --model)
+OUT/train_config.toml      the resolved configuration
+OUT/metrics.jsonl          one JSON object per optimizer step
+OUT/data_summary.json      rollouts, groups and rows the run trained on
+OUT/trainer_state.json     step reached, baselines used, done flag
+OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume, removed when done
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+BASELINES_FILE = "baselines.json"
+TRAINER_STATE_FILE = "trainer_state.json"
+STATE_DIR = "state"
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Atomic JSON write (temporary sibling, then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_baselines(model_dir: str | Path) -> dict[str, float]:
+    data = read_json(Path(model_dir) / BASELINES_FILE)
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): float(v) for k, v in data.items() if isinstance(v, (int, float))}
+
+
+def read_trainer_state(out: Path) -> dict[str, Any] | None:
+    data = read_json(out / TRAINER_STATE_FILE)
+    return data if isinstance(data, dict) else None
+
+
+def checkpoint_dtype(model_dir: str | Path, requested: str) -> torch.dtype:
+    """The dtype to save in: `requested`, or with "auto" the dtype the input checkpoint declares (else float32)."""
+    if requested != "auto":
+        return _DTYPES[requested]
+    config = read_json(Path(model_dir) / "config.json") or {}
+    name = config.get("dtype") or config.get("torch_dtype") or "float32"
+    return _DTYPES.get(str(name).replace("torch.", ""), torch.float32)
+
+
+def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, dtype: torch.dtype) -> None:
+    """Gather the full weights (works under DDP, FSDP and ZeRO-3) and write a safetensors checkpoint on rank 0."""
+    accelerator.wait_for_everyone()
+    state_dict = accelerator.get_state_dict(model)
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(model)
+        state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
+        unwrapped.config.use_cache = True  # turned off for training; generation wants it
+        unwrapped.save_pretrained(out, state_dict=state_dict)
+        tokenizer.save_pretrained(out)
+        # save_pretrained records the dtype of the in-memory (training) weights; record the saved one
+        config = read_json(out / "config.json") or {}
+        name = str(dtype).replace("torch.", "")
+        config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = name
+        write_json(out / "config.json", config)
+    accelerator.wait_for_everyone()
+
+
+def save_state(accelerator: Any, out: Path, trainer_state: dict[str, Any]) -> None:
+    accelerator.save_state(str(out / STATE_DIR))
+    if accelerator.is_main_process:
+        write_json(out / TRAINER_STATE_FILE, trainer_state)
+    accelerator.wait_for_everyone()
+
+
+def remove_state(accelerator: Any, out: Path) -> None:
+    if accelerator.is_main_process and (out / STATE_DIR).exists():
+        shutil.rmtree(out / STATE_DIR)
+    accelerator.wait_for_everyone()

@@ -1,0 +1,195 @@
+"""`TrainConfig`: every knob of `ssrkit train`, resolved from defaults < `[train]` in ssrkit.toml < flags.
+
+No torch here: the CLI resolves and validates the configuration before the heavy imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ssrkit.train.errors import TrainError
+
+ROLES = ("solver", "injector")
+LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
+
+
+@dataclass
+class TrainConfig:
+    # what to train, where to write
+    model: str = ""  # Hugging Face checkpoint directory (or any id from_pretrained accepts offline)
+    out: str = ""  # output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)
+    resume: bool = False  # continue from out/state/ after a stop
+    roles: list[str] = field(default_factory=lambda: list(ROLES))
+
+    # rollouts -> examples
+    max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
+
+    # advantages (SPEC §9)
+    std_scaling: bool = False  # divide by the group's std (GRPO-original); off by default (Dr. GRPO)
+    leave_one_out: bool = False  # baseline = mean of the other group members
+    drop_zero_variance: bool = True  # groups whose rewards are all equal teach nothing
+    singleton: str = "baseline"  # a group of one: "baseline" (per-role moving baseline) or "drop"
+    baseline_momentum: float = 0.9  # EMA weight of the old per-role baseline across rounds
+    mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # no loss on these
+    drop_statuses: list[str] = field(default_factory=lambda: ["error", "running"])  # not even in group means
+
+    # loss
+    epsilon_low: float = 0.2
+    epsilon_high: float = 0.28
+    old_logprobs: str = "sampler"  # PPO ratio against: "sampler" log-probs (when stored) or "current" (detached)
+    is_correction: str = "truncate"  # sampler/trainer mismatch: "truncate", "mask" or "none"
+    is_cap: float = 2.0  # importance weights are capped at C (truncate) or kept only within [1/C, C] (mask)
+    kl_coef: float = 0.0  # KL to the frozen initial policy (k3 estimator); 0 loads no reference model
+
+    # optimisation
+    lr: float = 1e-6
+    warmup_steps: int = 0  # linear warm-up, then constant
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_eps: float = 1e-8
+    max_grad_norm: float = 1.0  # 0 disables clipping
+    micro_batch_size: int = 1  # rows per forward/backward per process
+    grad_accum: int = 8  # micro-batches per optimizer step; global batch = micro_batch_size*grad_accum*processes
+    epochs: int = 1
+    max_steps: int = 0  # 0 = as many as the epochs need
+    seed: int = 0
+    shuffle: bool = True
+
+    # hardware
+    mixed_precision: str = "auto"  # auto (bf16 on GPU, else the launcher's/none), no, bf16, fp16
+    gradient_checkpointing: str = "auto"  # auto (on with a GPU), on, off
+    model_dtype: str = "float32"  # dtype the weights are trained in (master weights)
+    save_dtype: str = "auto"  # dtype written to the checkpoint; auto = the input checkpoint's dtype
+    attn_implementation: str = ""  # "" = transformers' default (sdpa)
+    trust_remote_code: bool = False
+
+    # outputs
+    save_every: int = 0  # steps between resumable states (0 = only at the end of an interrupted run)
+    keep_state: bool = False  # keep out/state/ (optimizer etc.) after a finished run
+    log_every: int = 1
+
+
+_CHOICES = {
+    "singleton": ("baseline", "drop"),
+    "old_logprobs": ("sampler", "current"),
+    "is_correction": ("truncate", "mask", "none"),
+    "mixed_precision": ("auto", "no", "bf16", "fp16"),
+    "gradient_checkpointing": ("auto", "on", "off"),
+    "model_dtype": ("float32", "bfloat16", "float16", "auto"),
+    "save_dtype": ("auto", "float32", "bfloat16", "float16"),
+}
+
+
+def config_fields() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+def _coerce(name: str, value: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise TrainError(f"[train] {name} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TrainError(f"[train] {name} must be an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TrainError(f"[train] {name} must be a number, got {value!r}")
+        return float(value)
+    if isinstance(default, list):
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TrainError(f"[train] {name} must be a list of strings, got {value!r}")
+        return list(value)
+    if not isinstance(value, str):
+        raise TrainError(f"[train] {name} must be a string, got {value!r}")
+    return value
+
+
+def read_toml_section(path: Path, section: str = "train") -> dict[str, Any]:
+    """The `[section]` table of a TOML file ({} when the section is absent)."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise TrainError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TrainError(f"{path}: invalid TOML: {exc}") from None
+    table = data.get(section, {})
+    if not isinstance(table, dict):
+        raise TrainError(f"{path}: [{section}] must be a table")
+    return table
+
+
+def resolve_config(
+    config_file: Path | None = None, overrides: dict[str, Any] | None = None, section: str = "train"
+) -> TrainConfig:
+    """Defaults, then `[train]` of `config_file` (or ./ssrkit.toml when it exists), then `overrides` (flags).
+
+    `None` values in `overrides` mean "flag not given" and do not override.
+    """
+    fields = config_fields()
+    values: dict[str, Any] = {}
+    if config_file is None and Path("ssrkit.toml").is_file():
+        config_file = Path("ssrkit.toml")
+    if config_file is not None:
+        for key, value in read_toml_section(config_file, section).items():
+            name = key.replace("-", "_")
+            if name not in fields:
+                raise TrainError(f"{config_file}: unknown key in [{section}]: {key}")
+            values[name] = value
+    for name, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if name not in fields:
+            raise TrainError(f"unknown training option: {name}")
+        values[name] = value
+    defaults = TrainConfig()
+    coerced = {name: _coerce(name, value, getattr(defaults, name)) for name, value in values.items()}
+    cfg = TrainConfig(**coerced)
+    validate_config(cfg)
+    return cfg
+
+
+def validate_config(cfg: TrainConfig) -> None:
+    for name, choices in _CHOICES.items():
+        if getattr(cfg, name) not in choices:
+            raise TrainError(f"{name} must be one of {', '.join(choices)}; got {getattr(cfg, name)!r}")
+    bad_roles = [r for r in cfg.roles if r not in ROLES]
+    if bad_roles or not cfg.roles:
+        raise TrainError(f"roles must be a non-empty subset of {', '.join(ROLES)}; got {cfg.roles}")
+    positive = ("max_length", "micro_batch_size", "grad_accum", "epochs", "log_every")
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise TrainError(f"{name} must be at least 1; got {getattr(cfg, name)}")
+    for name in ("max_steps", "warmup_steps", "save_every"):
+        if getattr(cfg, name) < 0:
+            raise TrainError(f"{name} must not be negative; got {getattr(cfg, name)}")
+    if not 0 <= cfg.epsilon_low < 1 or cfg.epsilon_high < 0:
+        raise TrainError("epsilon_low must be in [0, 1) and epsilon_high >= 0")
+    if cfg.is_cap < 1:
+        raise TrainError(f"is_cap must be at least 1; got {cfg.is_cap}")
+    if not 0 <= cfg.baseline_momentum < 1:
+        raise TrainError(f"baseline_momentum must be in [0, 1); got {cfg.baseline_momentum}")
+    if cfg.lr <= 0 or cfg.kl_coef < 0 or cfg.max_grad_norm < 0 or cfg.weight_decay < 0:
+        raise TrainError("lr must be positive; kl_coef, max_grad_norm and weight_decay must not be negative")
+
+
+def config_to_toml(cfg: TrainConfig, section: str = "train") -> str:
+    import tomli_w
+
+    return tomli_w.dumps({section: dataclasses.asdict(cfg)})
+
+
+def write_config(cfg: TrainConfig, path: Path) -> None:
+    """Write the resolved configuration (atomically) so the run can be replayed with `--config`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(config_to_toml(cfg))
+    tmp.replace(path)

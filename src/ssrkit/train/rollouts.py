@@ -1,0 +1,169 @@
+"""Artifact directories on disk -> `Rollout`s: one trajectory, its role, its GRPO group and its reward.
+
+Solver attempts (`attempts/NNN/trajectory.json`) are grouped per artifact; injector rollouts (the artifact's own
+`trajectory.json`) per repository snapshot (repository path or image, base commit). Rewards come from
+`reward.json` (`injector_reward`, `solver_rewards[i]` for the i-th attempt in sorted order) and, for attempts that
+`reward.json` does not cover, from `eval.json` (+1 passed, -1 otherwise). Only JSON/TOML is read here; token ids
+are loaded later, one trajectory at a time (`examples.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tomllib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ssrkit.train.errors import TrainError
+
+log = logging.getLogger("ssrkit.train")
+
+_ARTIFACT_MARKERS = ("artifact.toml", "bug_inject.diff", "bug_patch.diff", "reward.json", "attempts")
+
+
+@dataclass
+class Rollout:
+    role: str  # "solver" | "injector"
+    trajectory: Path  # trajectory.json
+    artifact: Path
+    group: str  # GRPO group key
+    reward: float
+    exit_status: str
+
+    @property
+    def name(self) -> str:
+        return str(self.trajectory)
+
+
+@dataclass
+class RolloutScan:
+    rollouts: list[Rollout] = field(default_factory=list)
+    artifacts: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> count
+
+
+def _is_artifact(path: Path) -> bool:
+    return any((path / marker).exists() for marker in _ARTIFACT_MARKERS)
+
+
+def find_artifacts(paths: Iterable[Path]) -> list[Path]:
+    """Artifact directories named by `paths`: each is an artifact or a folder searched for artifacts below it."""
+    found: dict[Path, None] = {}
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise TrainError(f"no such file or directory: {path}")
+        if path.is_file():
+            path = path.parent  # e.g. a glob over */artifact.toml
+        if _is_artifact(path):
+            found[path.resolve()] = None
+            continue
+        for marker in sorted(path.rglob("artifact.toml")):
+            if "attempts" not in marker.parent.relative_to(path).parts:
+                found[marker.parent.resolve()] = None
+    return sorted(found)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_metadata(artifact: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads((artifact / "artifact.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def snapshot_key(artifact: Path, meta: dict[str, Any]) -> str:
+    """The injector's group: the repository snapshot the injection started from."""
+    repo = meta.get("repo") if isinstance(meta.get("repo"), dict) else {}
+    source = repo.get("path") or repo.get("image") or (meta.get("repo") if isinstance(meta.get("repo"), str) else "")
+    commit = meta.get("base_commit") or ""
+    if not source and not commit:
+        return f"artifact:{artifact}"  # no metadata: a group of its own
+    return f"{source}@{commit}"
+
+
+def _exit_status(trajectory: Path) -> str | None:
+    """The trajectory's exit status, read without keeping the (possibly large) file around."""
+    data = _read_json(trajectory)
+    if not isinstance(data, dict):
+        return None
+    return str(data.get("exit_status") or "unknown")
+
+
+def scan_artifact(
+    artifact: Path, roles: Iterable[str] = ("solver", "injector"), scan: RolloutScan | None = None
+) -> RolloutScan:
+    scan = scan if scan is not None else RolloutScan()
+    roles = set(roles)
+    scan.artifacts += 1
+    meta = read_metadata(artifact)
+    reward = _read_json(artifact / "reward.json") if (artifact / "reward.json").exists() else None
+    reward = reward if isinstance(reward, dict) else None
+
+    if "injector" in roles and (artifact / "trajectory.json").is_file():
+        status = _exit_status(artifact / "trajectory.json")
+        if status is None:
+            scan.skipped["unreadable trajectory.json"] += 1
+        elif reward is None or not isinstance(reward.get("injector_reward"), (int, float)):
+            scan.skipped["injector trajectory without reward.json"] += 1
+        else:
+            scan.rollouts.append(
+                Rollout(
+                    "injector",
+                    artifact / "trajectory.json",
+                    artifact,
+                    "injector:" + snapshot_key(artifact, meta),
+                    float(reward["injector_reward"]),
+                    status,
+                )
+            )
+
+    if "solver" in roles and (artifact / "attempts").is_dir():
+        artifact_id = meta.get("id") or str(artifact)
+        solver_rewards = reward.get("solver_rewards") if reward else None
+        solver_rewards = solver_rewards if isinstance(solver_rewards, list) else []
+        attempts = sorted(p for p in (artifact / "attempts").iterdir() if p.is_dir())
+        for index, attempt in enumerate(attempts):
+            trajectory = attempt / "trajectory.json"
+            if not trajectory.is_file():
+                scan.skipped["attempt without trajectory.json"] += 1  # e.g. a baseline solver or --patch
+                continue
+            status = _exit_status(trajectory)
+            if status is None:
+                scan.skipped["unreadable trajectory.json"] += 1
+                continue
+            value: float | None = None
+            if index < len(solver_rewards) and isinstance(solver_rewards[index], (int, float)):
+                value = float(solver_rewards[index])
+            else:
+                verdict = _read_json(attempt / "eval.json")
+                if isinstance(verdict, dict) and isinstance(verdict.get("passed"), bool):
+                    value = 1.0 if verdict["passed"] else -1.0
+            if value is None:
+                scan.skipped["attempt without eval.json or reward"] += 1
+                continue
+            scan.rollouts.append(Rollout("solver", trajectory, artifact, f"solver:{artifact_id}", value, status))
+    return scan
+
+
+def read_rollouts(paths: Iterable[Path], roles: Iterable[str] = ("solver", "injector")) -> RolloutScan:
+    """Every rollout with a reward below `paths` (artifact dirs or folders of them), in a stable order."""
+    artifacts = find_artifacts(paths)
+    if not artifacts:
+        raise TrainError("no artifacts found in the given paths")
+    scan = RolloutScan()
+    roles = list(roles)
+    for artifact in artifacts:
+        scan_artifact(artifact, roles, scan)
+    for reason, count in sorted(scan.skipped.items()):
+        log.info("skipped %d: %s", count, reason)
+    return scan

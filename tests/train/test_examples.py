@@ -1,0 +1,128 @@
+"""Rollouts on disk -> rows: stored token ids, the chat-template path, prefix breaks, truncation, rewards."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from train_helpers import conversation, encode, make_trajectory, write_artifact
+from ssrkit.train.errors import TrainError
+from ssrkit.train.examples import Row, build_examples, rows_from_stored, rows_from_template, trajectory_rows, truncate
+from ssrkit.train.rollouts import find_artifacts, read_rollouts  # noqa: E402
+
+pytestmark = pytest.mark.train
+
+
+def test_stored_ids_extend_one_row_and_mask_only_completions():
+    turns = [
+        {"prompt_token_ids": [1, 2, 3], "completion_token_ids": [4, 5], "logprobs": [-0.1, -0.2]},
+        {"prompt_token_ids": [1, 2, 3, 4, 5, 6, 7], "completion_token_ids": [8], "logprobs": None},
+    ]
+    (row,) = rows_from_stored(turns)
+    assert row.input_ids == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert row.loss_mask == [0, 0, 0, 1, 1, 0, 0, 1]
+    lp = row.sampler_logprobs
+    assert lp[3:5] == [-0.1, -0.2] and all(math.isnan(v) for v in lp[:3] + lp[5:])
+
+
+def test_a_broken_prefix_starts_a_new_row():
+    turns = [
+        {"prompt_token_ids": [1, 2], "completion_token_ids": [3], "logprobs": [-1.0]},
+        {"prompt_token_ids": [1, 9, 3, 4], "completion_token_ids": [5], "logprobs": [-2.0]},
+    ]
+    rows = rows_from_stored(turns)
+    assert [r.input_ids for r in rows] == [[1, 2, 3], [1, 9, 3, 4, 5]]
+    assert [r.loss_mask for r in rows] == [[0, 0, 1], [0, 0, 0, 0, 1]]
+
+
+def test_template_path_marks_assistant_spans(tiny_tok):
+    msgs = conversation("gamma")
+    (row,) = rows_from_template(msgs, tiny_tok)
+    text = tiny_tok.decode(row.input_ids)
+    assert text == tiny_tok.apply_chat_template(msgs, tokenize=False)
+    trained = tiny_tok.decode([t for t, m in zip(row.input_ids, row.loss_mask) if m])
+    assert trained == "".join(m["content"] + "<|im_end|>" for m in msgs if m["role"] == "assistant")
+
+
+def test_stored_and_template_paths_agree(tiny_tok):
+    msgs = conversation("delta")
+    stored, how_s = trajectory_rows(make_trajectory(tiny_tok, msgs, stored=True), tiny_tok)
+    rendered, how_t = trajectory_rows(make_trajectory(tiny_tok, msgs, stored=False), tiny_tok)
+    assert (how_s, how_t) == ("stored", "template")
+    assert len(stored) == len(rendered) == 1
+    # identical, except that the rendered row also holds the newline the template puts after the last turn
+    nl = encode(tiny_tok, "\n")
+    assert rendered[0].input_ids == stored[0].input_ids + nl
+    assert rendered[0].loss_mask == stored[0].loss_mask + [0]
+
+
+def test_truncation_keeps_the_head():
+    row = Row()
+    row.add([1, 2, 3], trained=False)
+    row.add([4, 5, 6], trained=True)
+    assert truncate(row, 4) and row.input_ids == [1, 2, 3, 4] and row.loss_mask == [0, 0, 0, 1]
+    assert not truncate(row, 4)
+
+
+def test_rollouts_rewards_groups_and_examples(tmp_path, tiny_tok):
+    write_artifact(
+        tmp_path,
+        "a",
+        [
+            (make_trajectory(tiny_tok, conversation("a0")), True),
+            (make_trajectory(tiny_tok, conversation("a1"), stored=False), False),
+            (make_trajectory(tiny_tok, conversation("a2"), exit_status="timeout"), False),
+        ],
+        injector=(make_trajectory(tiny_tok, conversation("ia", 1), role="injector"), 0.1),
+        solver_rewards=[1.0, -1.0],
+    )
+    write_artifact(
+        tmp_path, "b", [], injector=(make_trajectory(tiny_tok, conversation("ib", 1), role="injector"), -0.8)
+    )
+    write_artifact(
+        tmp_path,
+        "c",
+        [],
+        injector=(make_trajectory(tiny_tok, conversation("ic", 1), role="injector"), -1.0),
+        commit="other",
+    )
+    # attempt 2 is not covered by solver_rewards: its reward comes from eval.json
+    assert find_artifacts([tmp_path]) == sorted(p.resolve() for p in (tmp_path / "a", tmp_path / "b", tmp_path / "c"))
+    scan = read_rollouts([tmp_path])
+    got = sorted((r.role, r.group.split(":", 1)[0], r.reward, r.exit_status, r.artifact.name) for r in scan.rollouts)
+    assert got == [
+        ("injector", "injector", -1.0, "submitted", "c"),
+        ("injector", "injector", -0.8, "submitted", "b"),
+        ("injector", "injector", 0.1, "submitted", "a"),
+        ("solver", "solver", -1.0, "submitted", "a"),
+        ("solver", "solver", -1.0, "timeout", "a"),
+        ("solver", "solver", 1.0, "submitted", "a"),
+    ]
+    groups = {r.artifact.name: r.group for r in scan.rollouts if r.role == "injector"}
+    assert groups["a"] == groups["b"] == "injector:/repos/demo@c0ffee" != groups["c"]
+    only_solver = read_rollouts([tmp_path / "a"], roles=["solver"])
+    assert {r.role for r in only_solver.rollouts} == {"solver"}
+
+    examples, stats = build_examples([(r, 0.5) for r in scan.rollouts], tiny_tok, max_length=40)
+    assert stats.trajectories == 6 and stats.truncated_rows == 6
+    assert all(len(e.input_ids) <= 40 for e in examples)
+    assert stats.paths == {"stored": 5, "template": 1}
+
+
+def test_no_artifacts_is_a_user_error(tmp_path):
+    with pytest.raises(TrainError, match="no artifacts"):
+        read_rollouts([tmp_path])
+    with pytest.raises(TrainError, match="no such file"):
+        read_rollouts([tmp_path / "missing"])
+
+
+def test_attempt_without_eval_or_reward_is_skipped(tmp_path, tiny_tok):
+    art = write_artifact(tmp_path, "a", [(make_trajectory(tiny_tok, conversation("x")), True)], solver_rewards=[])
+    (art / "attempts" / "000" / "eval.json").unlink()
+    scan = read_rollouts([art])
+    assert scan.rollouts == [] and scan.skipped["attempt without eval.json or reward"] == 1
+    json.loads((art / "reward.json").read_text())
