@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from .errors import SsrkitError
 
-class ServeError(Exception):
+
+class ServeError(SsrkitError):
     """A user-facing serving error: vLLM missing, port taken, server died or not ready in time."""
 
 
