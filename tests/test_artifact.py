@@ -69,3 +69,10 @@ def test_find_artifacts_expands_directories(tmp_path):
     assert [a.name for a in found] == ["x", "y"]
     with pytest.raises(SsrkitError, match="no such artifact"):
         find_artifacts([tmp_path / "missing"])
+
+
+def test_find_artifacts_skips_hidden_work_in_progress(tmp_path):
+    write_five(tmp_path / "runs" / "x")
+    write_five(tmp_path / "runs" / ".staging" / "expression-00001")  # a killed injection's staging area
+    write_five(tmp_path / "runs" / "tasks" / ".y.partial")  # a killed copy
+    assert [a.name for a in find_artifacts([tmp_path / "runs"])] == ["x"]

@@ -288,7 +288,7 @@ def find_artifacts(paths: list[Path]) -> list[Artifact]:
 
     A path that is itself an artifact (holds any core file or artifact.toml) is taken as is; otherwise
     its direct and nested subdirectories that are artifacts are taken, sorted, so `ssrkit validate runs/r1/`
-    works on a whole directory.
+    works on a whole directory (hidden subdirectories, where commands keep unfinished work, are left out).
     """
     out: list[Artifact] = []
     for p in paths:
@@ -301,7 +301,9 @@ def find_artifacts(paths: list[Path]) -> list[Artifact]:
             out.append(Artifact(p))
             continue
         found = sorted({c.parent for c in p.rglob("*") if c.name in _MARKERS and c.is_file()})
-        found = [f for f in found if ATTEMPTS not in f.relative_to(p).parts and LOGS not in f.relative_to(p).parts]
+        # attempts and logs hold no artifacts; hidden folders are work in progress (`.staging/`, `.<id>.partial/`)
+        found = [f for f in found if ATTEMPTS not in f.relative_to(p).parts and LOGS not in f.relative_to(p).parts
+                 and not any(part.startswith(".") for part in f.relative_to(p).parts)]
         if not found:
             raise SsrkitError(f"{p}: not an artifact (none of {', '.join(CORE_FILES)}) and holds none")
         out.extend(Artifact(f) for f in found)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ssrkit.train.errors import TrainError
+from ssrkit.train.errors import NothingToTrain, TrainError
 
 log = logging.getLogger("ssrkit.train")
 
@@ -62,7 +62,8 @@ def find_artifacts(paths: Iterable[Path]) -> list[Path]:
             found[path.resolve()] = None
             continue
         for marker in sorted(path.rglob("artifact.toml")):
-            if "attempts" not in marker.parent.relative_to(path).parts:
+            parts = marker.parent.relative_to(path).parts
+            if "attempts" not in parts and not any(part.startswith(".") for part in parts):  # hidden: unfinished
                 found[marker.parent.resolve()] = None
     return sorted(found)
 
@@ -159,7 +160,7 @@ def read_rollouts(paths: Iterable[Path], roles: Iterable[str] = ("solver", "inje
     """Every rollout with a reward below `paths` (artifact dirs or folders of them), in a stable order."""
     artifacts = find_artifacts(paths)
     if not artifacts:
-        raise TrainError("no artifacts found in the given paths")
+        raise NothingToTrain("no artifacts found in the given paths")
     scan = RolloutScan()
     roles = list(roles)
     for artifact in artifacts:
