@@ -17,12 +17,13 @@ again). The new artifacts are validated like any other (the CLI does it; `higher
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, TEST_FILES, Artifact, Metadata, content_id, create_artifact
+from .artifact import BUG_DIFF, METADATA, TEST_FILES, Artifact, Metadata, content_id, create_artifact
 from .errors import PatchError, SsrkitError
 from .grade import FIX_LABEL, GradeSettings, matches
 from .sandbox import PRISTINE, Sandbox
@@ -88,10 +89,17 @@ def make_higher_order(
     *,
     settings: GradeSettings | None = None,
     seen: set[str] | None = None,
+    max_new: int | None = None,
+    made: set[str] | None = None,
 ) -> list[Outcome]:
-    """Write one new artifact under `out_dir/<id>/` per usable failed attempt of `artifact`."""
+    """Write one new artifact under `out_dir/<id>/` per usable failed attempt of `artifact`.
+
+    With `max_new`, stop once `made` (the ids created or found in `out_dir`, shared across calls) has that
+    many: a re-run finds the same artifacts in the same order and makes no more.
+    """
     settings = settings or GradeSettings()
     seen = seen if seen is not None else set()
+    made = made if made is not None else set()
     parent_meta = artifact.metadata
     outcomes: list[Outcome] = []
     attempts = completed_attempts(artifact)
@@ -125,9 +133,19 @@ def make_higher_order(
     if not todo:
         return outcomes
 
+    def full() -> bool:
+        return max_new is not None and len(made) >= max_new
+
+    if full():
+        for name, _, _ in todo:
+            skip(name, f"the limit of {max_new} higher-order artifact(s) is reached")
+        return outcomes
     texts = artifact.core_texts()
     with open_sandbox(source) as sb:
         for name, record, code in todo:
+            if full():
+                skip(name, f"the limit of {max_new} higher-order artifact(s) is reached")
+                continue
             try:
                 combined = combined_bug_diff(sb, artifact, code, settings)
             except PatchError as e:
@@ -143,12 +161,17 @@ def make_higher_order(
                                        TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
             new_id = content_id(new_texts)
             dest = Path(out_dir) / new_id
+            if dest.exists() and not (dest / METADATA).is_file():
+                shutil.rmtree(dest)  # written by a run that was killed before it finished: make it again
             if new_id in seen or dest.exists():
+                if dest.exists():
+                    made.add(new_id)
                 outcomes.append(Outcome(str(artifact.path), name, "duplicate",
                                         "the same combined diff was already made into an artifact",
                                         path=str(dest), id=new_id))
                 continue
             seen.add(new_id)
+            made.add(new_id)
             solver_info = record.get("solver_info") or {}
             meta = Metadata(
                 id=new_id, repo=source, base_commit=parent_meta.base_commit, strategy=STRATEGY,
@@ -166,21 +189,35 @@ def make_higher_order(
     return outcomes
 
 
+def failed_attempts(artifact: Artifact) -> int:
+    """How many finished attempts of the artifact failed."""
+    return sum(1 for d in completed_attempts(artifact) if not (read_eval(artifact, d.name) or {}).get("passed"))
+
+
 def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
              open_sandbox: Callable[[RepoSource], Sandbox], *, settings: GradeSettings | None = None,
-             ) -> list[Outcome]:
-    """`make_higher_order` over many artifacts, duplicates detected across all of them."""
+             max_new: int | None = None) -> list[Outcome]:
+    """`make_higher_order` over many artifacts, duplicates detected across all of them.
+
+    Artifacts are taken in order of how often their attempts failed (most first, then by id), so that with
+    `max_new` the limit goes to the bugs the solver got wrong most often.
+    """
     if not items:
         return []
+    if max_new is not None and max_new < 0:
+        raise SsrkitError("--max must be at least 0")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
+    made: set[str] = set()
     out: list[Outcome] = []
-    for artifact, source in items:
+    ranked = sorted(items, key=lambda item: (-failed_attempts(item[0]), item[0].id, str(item[0].path)))
+    for artifact, source in ranked:
         if not any((d / EVAL).is_file() for d in artifact.attempt_dirs()):
             out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
             continue
-        out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen))
+        out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen,
+                                     max_new=max_new, made=made))
     return out
 
 

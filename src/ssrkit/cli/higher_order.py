@@ -24,6 +24,9 @@ EPILOG = """
   [cyan]ssrkit higher-order runs/r1/artifacts/ --out runs/r1/higher/[/]
   [cyan]ssrkit solve runs/r1/higher/ --solver llm --base-url http://localhost:8000/v1 --model M[/]
 
+  At most 4 per round, from the artifacts whose attempts failed most often (a re-run makes no more):
+  [cyan]ssrkit higher-order runs/r1/artifacts/ --out runs/r1/higher/ --max 4[/]
+
   Only write them (validate later), JSON for scripts:
   [cyan]ssrkit higher-order art/3f2a9c1d --out /tmp/ho --no-validate --json | jq '.[] | select(.status=="created") | .path'[/]
 
@@ -39,7 +42,11 @@ def higher_order(
     artifacts: List[Path] = typer.Argument(..., help="Solved artifact directories (or directories holding them).",
                                            show_default=False),
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the new artifacts.", show_default=False),
-    validate: bool = typer.Option(True, "--validate/--no-validate", help="Validate each new artifact."),
+    validate: bool = typer.Option(True, "--validate/--no-validate",
+                                  help="Validate each new artifact (and any in --out not validated yet)."),
+    max_new: Optional[int] = typer.Option(None, "--max", min=0,
+                                          help="At most this many higher-order artifacts in --out (those already "
+                                               "there count); the artifacts failed most often go first."),
     jobs: Optional[int] = JobsOpt,
     repo: Optional[Path] = RepoOpt,
     image: Optional[str] = ImageOpt,
@@ -59,14 +66,17 @@ def higher_order(
     be = backend or cfg.get("sandbox", "backend", "auto")
     options = sandbox_options(cfg)
     outcomes = make_all(items, out, lambda src: open_sandbox(src, be, options),
-                        settings=GradeSettings.from_config(cfg))
+                        settings=GradeSettings.from_config(cfg), max_new=max_new)
     results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
-    created = [(i, o) for i, o in enumerate(outcomes) if o.status == "created"]
-    if validate and created:
+    # new artifacts, and those an earlier (perhaps killed) run made: validate_all skips up-to-date ones
+    made = [(i, o) for i, o in enumerate(outcomes)
+            if o.status == "created" or (o.status == "duplicate" and o.path and Path(o.path).is_dir())]
+    made = [(i, o) for k, (i, o) in enumerate(made) if o.path not in {p.path for _, p in made[:k]}]
+    if validate and made:
         validator = Validator(Settings.from_section(cfg.section("validate")), backend=be, options=options)
-        new = [Artifact(o.path) for _, o in created]
+        new = [Artifact(o.path) for _, o in made]
         reports = validate_all([(a, a.metadata.repo) for a in new], validator)
-        for (i, _), rep in zip(created, reports):
+        for (i, _), rep in zip(made, reports):
             results[i]["valid"] = rep["valid"]
             failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
             if failed:
@@ -90,5 +100,5 @@ def higher_order(
         table.add_row(escape(Path(r["parent"]).name), r["attempt"], outcome, note)
     console.print(table)
     n_created = sum(1 for r in results if r["status"] == "created")
-    n_valid = sum(1 for r in results if r.get("valid"))
+    n_valid = sum(1 for r in results if r.get("valid") and r["status"] == "created")
     console.print(f"{n_created} created" + (f", {n_valid} valid" if validate else ""))
