@@ -12,6 +12,10 @@ git history — and the task (the reversed `test_weaken.diff`), `find_repair`:
 4. stops after `budget_runs` test runs (the coverage run included); a candidate run that takes more than
    5 × the baseline run (at least 10 s, at most `timeout`) counts as failed.
 
+When no candidate makes every test pass, the result still names the best *partial* fix, if any: the
+candidate that made the most failing tests pass without breaking a passing one. `RepairSolver(partial=True)`
+submits it — a failed attempt that changed code, the natural mistake higher-order bugs are made from.
+
 Bugs it fixes are trivially easy: a useful filter for a task pool. The returned fix diff is code only
 (computed against the state before the tests diff); the sandbox is left as it was given.
 """
@@ -47,6 +51,8 @@ class RepairResult:
     candidates: int  # candidate patches tried
     seconds: float
     note: str
+    partial: str | None = None  # without a fix: the candidate that fixed the most failing tests, breaking none
+    partial_note: str = ""
 
 
 def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_parser: str,
@@ -58,8 +64,15 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
     runs = 0
     tried = 0
 
+    best: dict = {}  # the best partial fix so far: fixed (count), path, text, note
+
     def result(fix: str | None, note: str) -> RepairResult:
-        return RepairResult(fix, runs, tried, time.monotonic() - started, note)
+        partial = partial_note = None
+        if fix is None and best:
+            sandbox.reset(_GIVEN)
+            sandbox.write_file(best["path"], best["text"])
+            partial, partial_note = sandbox.diff(), best["note"]
+        return RepairResult(fix, runs, tried, time.monotonic() - started, note, partial, partial_note or "")
 
     sandbox.snapshot(_GIVEN)
     try:
@@ -128,6 +141,11 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
                     sandbox.write_file(path, new)
                     fix = sandbox.diff()
                     return result(fix, f"{m.operator} at {path}:{m.line}: {m.detail}")
+                fixed = _partial(run.statuses, baseline, failing) if not run.timed_out else 0
+                if fixed > best.get("fixed", 0):
+                    best.update(fixed=fixed, path=path, text=new,
+                                note=f"{m.operator} at {path}:{m.line} makes {fixed} of {len(failing)} failing "
+                                     f"test(s) pass")
         return result(None, f"gave up: no inverse mutation at the {min(len(ranked), max_lines)} most suspicious "
                             f"line(s) makes the tests pass ({tried} candidate(s))")
     finally:
@@ -144,6 +162,13 @@ def _all_pass(statuses: dict[str, str], baseline: set[str], failing: list[str]) 
         return False
     must = baseline | set(failing)
     return all(statuses.get(t) in (PASSED, SKIPPED) for t in must) and all(statuses.get(t) == PASSED for t in failing)
+
+
+def _partial(statuses: dict[str, str], baseline: set[str], failing: list[str]) -> int:
+    """How many failing tests a candidate made pass, if it broke no passing test (else 0)."""
+    if not statuses or any(statuses.get(t) not in (PASSED, SKIPPED) for t in baseline):
+        return 0
+    return sum(1 for t in failing if statuses.get(t) == PASSED)
 
 
 def _ochiai(tm, failing: set[str], patterns: list[str], protected: set[str],

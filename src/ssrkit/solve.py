@@ -196,13 +196,14 @@ class RepairSolver(Solver):
 
     name = "repair"
 
-    def __init__(self, budget_runs: int = 40):
+    def __init__(self, budget_runs: int = 40, partial: bool = False):
         if budget_runs < 1:
             raise SsrkitError("the repair budget must be at least 1 test run")
         self.budget_runs = budget_runs
+        self.partial = partial  # without a fix, submit the best partial one (a failed attempt that changed code)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "budget_runs": self.budget_runs}
+        return {"name": self.name, "budget_runs": self.budget_runs, **({"partial": True} if self.partial else {})}
 
     def solve(self, ctx: SolveContext) -> SolverOutput:
         from .repair import find_repair
@@ -211,9 +212,13 @@ class RepairSolver(Solver):
         r = find_repair(ctx.sandbox, tests_diff=ctx.test_diff, test_script=art.test_script,
                         test_parser=art.test_parser, timeout=ctx.timeout, budget_runs=self.budget_runs,
                         seed=ctx.seed)
-        return SolverOutput(fix_diff=r.fix_diff or "", info={
-            "found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates, "note": r.note,
-            "search_seconds": round(r.seconds, 3)})
+        info: dict[str, Any] = {"found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates,
+                                "note": r.note, "search_seconds": round(r.seconds, 3)}
+        fix = r.fix_diff or ""
+        if r.fix_diff is None and self.partial and r.partial:
+            fix = r.partial
+            info["submitted_partial"] = r.partial_note
+        return SolverOutput(fix_diff=fix, info=info)
 
 
 #: name → factory(**options); only solvers whose code exists on this branch are registered.
@@ -221,7 +226,7 @@ SOLVERS: dict[str, Callable[..., Solver]] = {
     "oracle": lambda **_: OracleSolver(),
     "null": lambda **_: NullSolver(),
     "llm": LLMSolver.from_options,
-    "repair": lambda budget_runs=None, **_: RepairSolver(budget_runs or 40),
+    "repair": lambda budget_runs=None, partial=False, **_: RepairSolver(budget_runs or 40, partial=bool(partial)),
 }
 
 

@@ -38,8 +38,9 @@ EPILOG = """
 Re-running is idempotent: --attempts N makes sure each artifact has N finished attempts (a larger N adds only
 the missing ones; --redo runs 001..N again). Each attempt is attempts/NNN/ with fix.diff, eval.json
 (passed, reason, tests, exit_code, solver, …), test_output.log and, for llm, trajectory.json.
-Only valid artifacts are solved: validate first. Exit code: 0; with --patch, 0 when the patch passes, 1 when
-it fails; 2 on usage or environment errors.
+Only valid artifacts are solved: validate first (invalid ones in a directory are skipped with a note; a
+directory with no valid artifact is nothing to do). Exit code: 0; with --patch, 0 when the patch passes, 1
+when it fails; 2 on usage or environment errors.
 """
 
 
@@ -64,6 +65,10 @@ def solve(
     token_ids: bool = TokenIdsOpt,
     budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
                                               help="Test runs the repair solver may spend per attempt (default 40)."),
+    partial: bool = typer.Option(False, "--partial",
+                                 help="repair: when no candidate passes, submit the one that made the most failing "
+                                      "tests pass without breaking others (failed attempts with code feed "
+                                      "higher-order)."),
     seed: int = typer.Option(0, "--seed", help="Base seed (attempt k uses seed + k)."),
     repo: Optional[Path] = RepoOpt,
     image: Optional[str] = ImageOpt,
@@ -92,7 +97,14 @@ def solve(
         hide=[str(p) for p in cfg.get("solve", "hide", [])],
     )
     engine = Engine(options)
-    items = _solvable(items, quiet=as_json)
+    named_one = len(artifacts) == 1 and len(found) == 1 and found[0].path.resolve() == artifacts[0].resolve()
+    items = _solvable(items, quiet=as_json, strict=named_one or patch is not None)
+    if not items:  # a batch of artifacts that are all invalid: nothing to do (the notes say why)
+        if as_json:
+            print_json([])
+        else:
+            console.print(f"nothing to solve: none of the {len(found)} artifact(s) is valid")
+        return
 
     if patch is not None:
         if len(items) != 1:
@@ -114,6 +126,7 @@ def solve(
             "temperature": temperature,
             "want_token_ids": token_ids,
             "budget_runs": budget_runs,
+            "partial": partial,
             "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
                       **({"max_turns": max_turns} if max_turns else {})},
         }
@@ -132,8 +145,12 @@ def _read_patch(path: Path) -> str:
         raise SsrkitError(f"--patch {path} is a directory; give a diff file")
 
 
-def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool) -> list[tuple[Artifact, RepoSource]]:
-    """Drop invalid artifacts with a note; unvalidated or stale ones are an error (validate first)."""
+def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool,
+              strict: bool = True) -> list[tuple[Artifact, RepoSource]]:
+    """Drop invalid artifacts with a note; unvalidated or stale ones are an error (validate first).
+
+    When every artifact is invalid: an error if `strict` (one artifact named on the command line), else an
+    empty list (a directory of a pipeline's artifacts that are all invalid is nothing to do)."""
     from ..grade import load_expectations
 
     keep, notes = [], []
@@ -144,7 +161,7 @@ def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool) -> list[tup
             continue
         load_expectations(art)  # raises the "validate it first" errors
         keep.append((art, source))
-    if not keep:
+    if not keep and strict:
         if len(items) == 1:
             load_expectations(items[0][0])
         raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
