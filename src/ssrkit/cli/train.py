@@ -114,12 +114,23 @@ def train(
         Optional[bool], typer.Option("--keep-state/--no-keep-state", help="Keep OUT/state/ after a finished run.")
     ] = None,
     log_every: Annotated[Optional[int], typer.Option()] = None,
+    allow_empty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty",
+            help="Nothing to train on (no rewarded trajectories, only zero-variance groups) is a no-op: exit 0 "
+            "without writing a checkpoint (for recipes, whose next round then keeps the current policy).",
+        ),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print the run summary as JSON.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Train the policy with GRPO on solver and injector rollouts; write a checkpoint `vllm serve` can load."""
-    overrides = {k: v for k, v in locals().items() if k not in ("artifacts", "config", "json_output", "verbose")}
+    overrides = {
+        k: v for k, v in locals().items() if k not in ("artifacts", "config", "json_output", "verbose", "allow_empty")
+    }
     from ssrkit.train import TrainError, require_train_deps, resolve_config, run_training
+    from ssrkit.train.errors import NothingToTrain
 
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO, format="ssrkit.train: %(message)s", stream=sys.stderr
@@ -134,6 +145,15 @@ def train(
             raise TrainError("no output directory given: pass --out DIR (or set out in [train] of ssrkit.toml)")
         require_train_deps()
         summary = run_training(cfg, artifacts)
+    except NothingToTrain as exc:
+        if not allow_empty:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if json_output:
+            typer.echo(json.dumps({"out": cfg.out, "steps": 0, "empty": True, "reason": str(exc)}))
+        else:
+            typer.echo(f"nothing to train on, no checkpoint written (--allow-empty): {exc}")
+        return
     except TrainError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

@@ -31,7 +31,7 @@ from ssrkit.train import checkpoint as ckpt
 from ssrkit.train.advantages import AdvantageOptions, compute_advantages, summarize
 from ssrkit.train.batching import collate, local_micro_batches, step_plan
 from ssrkit.train.config import TrainConfig, write_config
-from ssrkit.train.errors import TrainError
+from ssrkit.train.errors import NothingToTrain, TrainError
 from ssrkit.train.examples import Example, build_examples
 from ssrkit.train.loss import LossOptions, grpo_token_loss, token_logprobs
 from ssrkit.train.metrics import MetricsWriter, peak_memory_mb
@@ -128,7 +128,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     scan = read_rollouts(artifacts, cfg.roles)
     if not scan.rollouts:
         reasons = "; ".join(f"{n} {why}" for why, n in scan.skipped.items()) or "no trajectory.json found"
-        raise TrainError(f"no trajectories with rewards in {scan.artifacts} artifact(s) ({reasons})")
+        raise NothingToTrain(f"no trajectories with rewards in {scan.artifacts} artifact(s) ({reasons})")
     options = AdvantageOptions(
         std_scaling=cfg.std_scaling,
         leave_one_out=cfg.leave_one_out,
@@ -170,7 +170,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         stats.with_logprobs,
     )
     if not examples:
-        raise TrainError(
+        raise NothingToTrain(
             f"nothing to train on: {len(scan.rollouts)} rollouts, but every group has zero variance, is masked "
             "or has no trainable tokens (see the log above)"
         )
