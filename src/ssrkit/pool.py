@@ -5,13 +5,16 @@ Layout of a run directory::
     RUN/ssrkit.toml            resolved configuration of the run
     RUN/pool.json              the task pool (validated artifacts kept across rounds)
     RUN/metrics.csv            one row per finished round
-    RUN/round-001/inject/...   artifacts injected this round (any depth; e.g. one folder per repository)
-    RUN/round-001/tasks/<id>/  pool artifacts carried into this round (fresh copies, no attempts)
-    RUN/round-001/higher/<id>/ higher-order artifacts made from this round's failed attempts
-    RUN/round-001/round.json   this round's numbers (the same as its metrics.csv row)
+    RUN/round-001/inject/<repo>/<id>/  artifacts injected this round, one folder per repository
+    RUN/round-001/tasks/<repo>/<id>/   pool artifacts carried into this round (fresh copies, no attempts)
+    RUN/round-001/higher/<repo>/<id>/  higher-order artifacts made from this round's failed attempts
+    RUN/round-001/round.json           this round's numbers (the same as its metrics.csv row)
 
-A pool artifact is copied into each round that uses it, so every round's attempts, rewards and grades stay
-on disk side by side and any round can be re-graded on its own.
+Artifacts are found at any depth below a section (`<repo>/` is a convention that lets a recipe run each
+repository's steps on their own); hidden entries (`.staging/`, `.<id>.partial/`) are never artifacts.
+`<repo>` is the repository directory's name (`repo_label`). A pool artifact is copied into each round that
+uses it, so every round's attempts, rewards and grades stay on disk side by side and any round can be
+re-graded on its own.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from .artifact import ATTEMPTS, CORE_FILES, METADATA, REWARD, VALIDATION, Artifact, find_artifacts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .source import RepoSource
 
 POOL = "pool.json"
 METRICS = "metrics.csv"
@@ -39,6 +43,15 @@ METRIC_COLUMNS = [
     "solve_rate", "mean_artifact_solve_rate", "injector_reward_mean", "solver_reward_mean", "higher_order",
     "pool_size", "pool_retired", "validate_seconds", "solve_seconds",
 ]
+
+
+def repo_label(source: RepoSource | None) -> str:
+    """The folder name of a repository inside a round's sections: the directory's name, or the image's."""
+    if source is None:
+        return "unknown"
+    raw = source.path if source.kind == "local" else source.image
+    name = Path(str(raw).rstrip("/")).name if source.kind == "local" else str(raw)
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "repo"
 
 
 def round_dir(run: Path, n: int) -> Path:
@@ -77,6 +90,12 @@ class PoolEntry:
     added_round: int
     solve_rates: dict[str, float] = field(default_factory=dict)  # round number (as text) → solve rate
     retired: str | None = None  # why, once retired
+    repo: str = ""  # repo_label of its repository (the <repo> folder of the rounds it is carried into)
+    retired_round: int | None = None  # the round whose close retired it
+
+    def in_pool_after(self, round_no: int) -> bool:
+        """Whether it was an active pool member once round `round_no` was closed."""
+        return self.added_round <= round_no and (self.retired_round is None or self.retired_round > round_no)
 
     @property
     def active(self) -> bool:
@@ -109,14 +128,14 @@ class Pool:
         meta = artifact.metadata
         self.entries[artifact.id] = PoolEntry(
             id=artifact.id, path=str(artifact.path.resolve().relative_to(Path(run).resolve())),
-            strategy=meta.strategy, order=meta.order, added_round=round_no)
+            strategy=meta.strategy, order=meta.order, added_round=round_no, repo=repo_label(meta.repo))
         return True
 
     def record(self, artifact_id: str, round_no: int, solve_rate: float) -> None:
         if artifact_id in self.entries:
             self.entries[artifact_id].solve_rates[str(round_no)] = solve_rate
 
-    def retire(self, after: int) -> list[str]:
+    def retire(self, after: int, round_no: int | None = None) -> list[str]:
         """Retire artifacts solved always (too easy) or never (too hard) in their last `after` rounds."""
         retired = []
         for e in self.active:
@@ -129,12 +148,13 @@ class Pool:
                 e.retired = f"never solved in its last {after} rounds"
             else:
                 continue
+            e.retired_round = round_no
             retired.append(e.id)
         return retired
 
 
 def select_tasks(run: Path, round_no: int, *, n_new: int, old_ratio: float, seed: int = 0) -> list[Path]:
-    """Copy active pool artifacts into round-N/tasks/ so old and new mix in the given ratio.
+    """Copy active pool artifacts into round-N/tasks/<repo>/ so old and new mix in the given ratio.
 
     With `old_ratio` r and `n_new` new artifacts, about r/(1-r)·n_new old ones are carried (all of them
     when the pool is smaller). Idempotent: a re-run copies nothing twice.
@@ -152,7 +172,7 @@ def select_tasks(run: Path, round_no: int, *, n_new: int, old_ratio: float, seed
     dest_root = round_dir(run, round_no) / "tasks"
     out = []
     for e in chosen:
-        dest = dest_root / e.id
+        dest = dest_root / (e.repo or "unknown") / e.id
         if not (dest / METADATA).is_file() and not (dest / VALIDATION).is_file():
             copy_task(Path(run) / e.path, dest)
         out.append(dest)
@@ -160,11 +180,15 @@ def select_tasks(run: Path, round_no: int, *, n_new: int, old_ratio: float, seed
 
 
 def copy_task(src: Path, dest: Path) -> None:
-    """Copy an artifact's definition and its validation (not attempts or rewards) to a new home."""
+    """Copy an artifact's definition and its validation to a new home.
+
+    Not its attempts or rewards (the new round makes its own), nor the injector's trajectory.json: the
+    injection was rewarded and trained on in the round that made it, and a copy would train it again.
+    """
     tmp = dest.with_name(f".{dest.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name in (*CORE_FILES, METADATA, VALIDATION, "trajectory.json"):
+    for name in (*CORE_FILES, METADATA, VALIDATION):
         if (src / name).is_file():
             shutil.copy2(src / name, tmp / name)
     if (src / "logs").is_dir():
@@ -179,7 +203,17 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[str, Any]:
-    """The numbers of one round, recomputed from the artifact files on disk."""
+    """The numbers of one round, recomputed from the artifact files on disk (and pool.json for the pool).
+
+    injected / valid / validity_rate: injection attempts of the round (artifacts in inject/ plus the
+    candidates or agent runs the injector discarded, from each inject.json) and how many gave a valid
+    artifact; validity_by_strategy the same per strategy ("valid/injected"). tasks: valid artifacts solved
+    this round (new and carried). attempts / solved / solve_rate: over every attempt of those tasks;
+    mean_artifact_solve_rate: the mean of their solve rates. injector_reward_mean: over this round's new
+    artifacts (invalid ones count −1); solver_reward_mean: over every attempt. higher_order: valid
+    higher-order artifacts made this round. pool_size / pool_retired: the pool once this round was closed.
+    validate_seconds: validation time of the new artifacts; solve_seconds: solver plus grading time.
+    """
     arts = round_artifacts(run, round_no)
     injected = arts["inject"]
     by_strategy: dict[str, list[int]] = {}
@@ -201,7 +235,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             continue
         for strategy, counts in (data.get("by_strategy") or {}).items():
             st = by_strategy.setdefault(strategy, [0, 0])
-            st[1] += max(0, int(counts.get("candidates", 0)) - int(counts.get("kept", counts.get("valid", 0))))
+            # "tried" counts every candidate (procedural) or agent run (llm); "kept" those written as artifacts
+            st[1] += max(0, int(counts.get("tried", 0)) - int(counts.get("kept", counts.get("valid", 0))))
     injected_total = sum(t for _, t in by_strategy.values())
     tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
     attempts = solved = 0
@@ -209,10 +244,11 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     inj_rewards: list[float] = []
     sol_rewards: list[float] = []
     solve_seconds = 0.0
-    for a in [*arts["inject"], *arts["tasks"]]:
+    for section, a in [*(("inject", a) for a in arts["inject"]), *(("tasks", a) for a in arts["tasks"])]:
         r = a.reward
         if r:
-            inj_rewards.append(float(r["injector_reward"]))
+            if section == "inject":  # the injector acted this round only on its new artifacts
+                inj_rewards.append(float(r["injector_reward"]))
             sol_rewards.extend(float(x) for x in r.get("solver_rewards", []))
             if r.get("valid"):
                 attempts += int(r["n_attempts"])
@@ -220,7 +256,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
                 rates.append(float(r["solve_rate"]))
         for d in a.attempt_dirs():
             ev = a.read_json(f"{ATTEMPTS}/{d.name}/eval.json") or {}
-            solve_seconds += float(ev.get("seconds", 0.0) or 0.0)
+            solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
+            solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
     higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])
     pool = pool or Pool.load(run)
     return {
@@ -237,8 +274,9 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         "injector_reward_mean": _mean(inj_rewards),
         "solver_reward_mean": _mean(sol_rewards),
         "higher_order": higher_valid,
-        "pool_size": len(pool.active),
-        "pool_retired": len(pool.entries) - len(pool.active),
+        "pool_size": sum(e.in_pool_after(round_no) for e in pool.entries.values()),
+        "pool_retired": sum(e.retired_round is not None and e.retired_round <= round_no
+                            for e in pool.entries.values()),
         "validate_seconds": round(validate_seconds, 2),
         "solve_seconds": round(solve_seconds, 2),
     }
@@ -258,7 +296,7 @@ def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str,
         r = a.reward
         if r and r.get("valid") and r.get("n_attempts"):
             pool.record(a.id, round_no, float(r["solve_rate"]))
-    pool.retire(retire_after)
+    pool.retire(retire_after, round_no)
     pool.save(run)
     row = round_metrics(run, round_no, pool)
     atomic_write_json(round_dir(run, round_no) / ROUND_SUMMARY, row)
