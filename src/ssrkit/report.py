@@ -17,14 +17,45 @@ from .pool import Pool, round_artifacts, round_metrics, round_numbers
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def sparkline(values: list[float | None]) -> str:
-    """Unicode sparkline; gaps (None) shown as spaces."""
+def sparkline(values: list[float | None], lo: float | None = None, hi: float | None = None) -> str:
+    """Unicode sparkline; gaps (None) shown as spaces. The scale is [lo, hi] (default: the values' range;
+    give a fixed one, e.g. 0–1 for rates, so that a flat series does not look like a jump)."""
     nums = [v for v in values if v is not None]
     if not nums:
         return ""
-    lo, hi = min(nums), max(nums)
+    lo = min(nums) if lo is None else lo
+    hi = max(nums) if hi is None else hi
     span = hi - lo or 1.0
-    return "".join(" " if v is None else SPARK[int((v - lo) / span * (len(SPARK) - 1))] for v in values)
+
+    def level(v: float) -> str:
+        x = min(1.0, max(0.0, (v - lo) / span))
+        return SPARK[round(x * (len(SPARK) - 1))]
+
+    return "".join(" " if v is None else level(v) for v in values)
+
+
+#: solve-rate histogram bins: never and always solved on their own (the pool retires those), four between
+HISTOGRAM_BINS = ("0%", "≤25%", "≤50%", "≤75%", "<100%", "100%")
+
+
+def histogram_bin(rate: float) -> str:
+    """The HISTOGRAM_BINS label of a solve rate in [0, 1]."""
+    if rate <= 0.0:
+        return HISTOGRAM_BINS[0]
+    if rate >= 1.0:
+        return HISTOGRAM_BINS[-1]
+    for edge, label in ((0.25, "≤25%"), (0.5, "≤50%"), (0.75, "≤75%")):
+        if rate <= edge:
+            return label
+    return "<100%"
+
+
+def solve_rate_histogram(rates: list[float]) -> dict[str, int]:
+    """Counts per HISTOGRAM_BINS label (every label present, in order)."""
+    out = {label: 0 for label in HISTOGRAM_BINS}
+    for r in rates:
+        out[histogram_bin(float(r))] += 1
+    return out
 
 
 def build_report(run: Path) -> dict[str, Any]:
@@ -36,7 +67,7 @@ def build_report(run: Path) -> dict[str, Any]:
         raise SsrkitError(f"{run}: no round-NNN directories; is it a run directory?")
     pool = Pool.load(run)
     per_round = [round_metrics(run, n, pool) for n in rounds]
-    histogram = [0] * 9  # solve rate in eighths: 0/8 … 8/8 (with other attempt counts, rounded)
+    rates: list[float] = []  # solve rate of every valid artifact solved, per round it was solved in
     strategies: Counter[str] = Counter()
     failing: Counter[str] = Counter()
     orders: Counter[int] = Counter()
@@ -55,11 +86,11 @@ def build_report(run: Path) -> dict[str, Any]:
                         failing[first] += 1
                 r = a.reward
                 if r and r.get("valid") and r.get("n_attempts"):
-                    histogram[round(float(r["solve_rate"]) * 8)] += 1
+                    rates.append(float(r["solve_rate"]))
     return {
         "run": str(run),
         "rounds": per_round,
-        "solve_rate_histogram": {f"{i}/8": c for i, c in enumerate(histogram)},
+        "solve_rate_histogram": solve_rate_histogram(rates),
         "strategy_mix": dict(strategies.most_common()),
         "order_mix": {str(k): v for k, v in sorted(orders.items())},
         "top_failing_checks": dict(failing.most_common(5)),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from ..report import build_report, sparkline, write_plots
@@ -43,22 +46,29 @@ def report(
         print_json(rep)
         return
     rounds = rep["rounds"]
-    table = Table(title=f"[bold]{run}[/]", title_justify="left")
-    for col in ("round", "injected", "valid", "validity", "tasks", "attempts", "solved", "solve rate",
-                "injector r", "solver r", "higher", "pool"):
-        table.add_column(col, justify="right")
+    # nine narrow columns with two-line headers: the table fits an 80-column terminal without cutting anything
+    table = Table(title=f"[bold]{escape(str(run))}[/]", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 0, 0, 1))
+    for col in ("round", "valid /\ninjected", "valid\nrate", "tasks", "solved /\nattempts", "solve\nrate",
+                "injector\nreward", "solver\nreward", "higher\norder", "pool"):
+        table.add_column(col, justify="right", no_wrap=True)
     for r in rounds:
-        table.add_row(str(r["round"]), str(r["injected"]), str(r["valid"]), _fmt(r["validity_rate"], True),
-                      str(r["tasks"]), str(r["attempts"]), str(r["solved"]), _fmt(r["solve_rate"], True),
+        table.add_row(str(r["round"]), f"{r['valid']}/{r['injected']}", _fmt(r["validity_rate"], True),
+                      str(r["tasks"]), f"{r['solved']}/{r['attempts']}", _fmt(r["solve_rate"], True),
                       _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
                       str(r["pool_size"]))
     console.print(table)
-    console.print(f"solve rate     {sparkline([r['solve_rate'] for r in rounds])}   "
-                  f"injector reward {sparkline([r['injector_reward_mean'] for r in rounds])}   "
-                  f"solver reward {sparkline([r['solver_reward_mean'] for r in rounds])}")
+    by_strategy = [(r["round"], json.loads(r["validity_by_strategy"] or "{}")) for r in rounds]
+    if any(v for _, v in by_strategy):
+        console.print("validity by strategy: " + "; ".join(
+            f"round {n}: " + ", ".join(f"{k} {v}" for k, v in mix.items()) for n, mix in by_strategy if mix))
+    console.print(f"per round: solve rate {sparkline([r['solve_rate'] for r in rounds], 0, 1)}   "
+                  f"injector reward {sparkline([r['injector_reward_mean'] for r in rounds], -1, 1)}   "
+                  f"solver reward {sparkline([r['solver_reward_mean'] for r in rounds], -1, 1)}")
     hist = rep["solve_rate_histogram"]
     peak = max(hist.values()) or 1
-    h = Table(title="solve-rate histogram (valid artifacts, all rounds)", title_justify="left", show_header=False)
+    h = Table(title="solve rates (all rounds)", title_justify="left",
+              show_header=False, box=box.SIMPLE)
     h.add_column(justify="right")
     h.add_column()
     for k, v in hist.items():
