@@ -1,5 +1,6 @@
 # ssrkit — the two commands that matter:
-#   make selfplay   set up a virtualenv and run the main job on the embedded defaults (no model, no Docker)
+#   make selfplay   set up a virtualenv and run two offline self-play rounds on the example repositories
+#                   (no model, no Docker), then a report with plots
 #   make test       set up a virtualenv and run the test suite
 #
 # Everything else lives in recipes/ (full self-play rounds, model mode, training).
@@ -11,13 +12,23 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 BUILD ?= build
 PYTEST_ARGS ?=
+# make selfplay: where the run goes, on which repositories, how many steps at once (see recipes/README.md;
+# every variable of recipes/selfplay.mk can be given here too, e.g. make selfplay ROUNDS=3 N=4)
+RUN ?= $(BUILD)/runs/selfplay
+REPOS ?= $(BUILD)/repos/textkit $(BUILD)/repos/ledger
+SELFPLAY_JOBS ?= 2
+SELFPLAY = $(MAKE) -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
+	SSRKIT=$(abspath $(BIN))/ssrkit PYTHON=$(abspath $(BIN))/python VENV_BIN=$(abspath $(BIN))
 
 .PHONY: all selfplay test venv venv-train examples clean help
 
 all: help
 
 help:
-	@echo "make selfplay  - one offline self-play round on examples/repos (procedural injector, repair solver)"
+	@echo "make selfplay  - two offline self-play rounds on examples/repos (procedural injector, repair solver),"
+	@echo "                 then a report with plots in $(RUN)/plots; re-running skips finished work"
+	@echo "make selfplay-TARGET - a target of recipes/selfplay.mk on the same run: selfplay-status, selfplay-report,"
+	@echo "                 selfplay-help (variables), selfplay-round-1, ..."
 	@echo "make test      - run the test suite"
 	@echo "make examples  - materialize the example repositories into $(BUILD)/repos"
 
@@ -44,8 +55,10 @@ test: venv-train
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 selfplay: venv examples
-	$(BIN)/ssrkit validate examples/artifacts/textkit --repo $(BUILD)/repos/textkit --jobs 2 || true
-	$(BIN)/ssrkit validate examples/artifacts/ledger --repo $(BUILD)/repos/ledger --jobs 2 || true
+	$(SELFPLAY) all
+
+selfplay-%: venv examples
+	$(SELFPLAY) $*
 
 clean:
 	rm -rf $(VENV) $(BUILD) .pytest_cache

@@ -265,7 +265,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         "injected": injected_total,
         "valid": valid_new,
         "validity_rate": round(valid_new / injected_total, 4) if injected_total else None,
-        "validity_by_strategy": json.dumps({k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items())}),
+        "validity_by_strategy": json.dumps({k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items()) if t}),
         "tasks": len(tasks),
         "attempts": attempts,
         "solved": solved,

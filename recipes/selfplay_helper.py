@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Small glue for recipes/selfplay.mk (standard library only; any Python 3.11+ runs it).
+
+    selfplay_helper.py config OUT [--base FILE] [--set SECTION.KEY=VALUE ...]
+        Write the run's resolved configuration (TOML) to OUT: the user's FILE, if any, overlaid with the
+        recipe's settings. OUT is rewritten only when its content changes, atomically.
+    selfplay_helper.py dirs DIR...
+        Print the DIRs that hold at least one artifact (a stage with nothing to do is skipped).
+    selfplay_helper.py policy RUN ROUND INITIAL
+        The checkpoint round ROUND uses: the newest finished `RUN/round-K/policy` of an earlier round, else
+        INITIAL.
+    selfplay_helper.py server ensure|stop --run RUN [--checkpoint DIR --port P --name NAME --ssrkit CMD ...]
+        Keep one `ssrkit serve --detach` server for the run, serving DIR (restarted when DIR changes).
+    selfplay_helper.py status RUN ROUNDS REPO...
+        Which steps of which rounds are done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import tomllib
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+MARKERS = ("artifact.toml", "bug_inject.diff", "bug_patch.diff")
+
+
+# -- config ------------------------------------------------------------------------------------------
+
+def parse_value(text: str) -> Any:
+    """`8` → 8, `0.5` → 0.5, `true` → True, `["a", "b"]` → list (JSON); anything else stays a string."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if text.strip().startswith(("[", "{")):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(k: str) -> str:
+    return k if _BARE_KEY.match(k) else json.dumps(k)
+
+
+def _scalar(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_scalar(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_scalar(x)}" for k, x in v.items()) + "}"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def to_toml(data: dict[str, Any]) -> str:
+    """TOML for what ssrkit.toml holds: top-level tables of scalars, lists and (inline) tables."""
+    top = [f"{_key(k)} = {_scalar(v)}\n" for k, v in data.items() if not isinstance(v, dict) and v is not None]
+    out = "".join(top)
+    for k, v in data.items():
+        if isinstance(v, dict):
+            body = "".join(f"{_key(x)} = {_scalar(y)}\n" for x, y in v.items() if y is not None)
+            out += ("\n" if out else "") + f"[{_key(k)}]\n" + body
+    return out
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+    return True
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    data: dict[str, Any] = {}
+    if args.base:
+        try:
+            data = tomllib.loads(Path(args.base).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            print(f"error: CONFIG={args.base}: no such file", file=sys.stderr)
+            return 2
+        except tomllib.TOMLDecodeError as e:
+            print(f"error: CONFIG={args.base}: not valid TOML: {e}", file=sys.stderr)
+            return 2
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or "." not in key:
+            print(f"error: --set {item!r}: expected SECTION.KEY=VALUE", file=sys.stderr)
+            return 2
+        if value == "":
+            continue  # a recipe variable left empty: ssrkit's default (or the repository's profile) applies
+        section, name = key.split(".", 1)
+        data.setdefault(section, {})[name] = parse_value(value)
+    header = ("# The resolved configuration of this self-play run, written by recipes/selfplay.mk.\n"
+              "# [run] records the recipe's variables; the other sections are passed to every ssrkit command\n"
+              "# (--config), over each repository's own ssrkit.toml. Each round keeps the copy it started with.\n\n")
+    changed = write_if_changed(Path(args.out), header + to_toml(data))
+    if changed:
+        print(f"wrote {args.out}")
+    return 0
+
+
+# -- artifacts ---------------------------------------------------------------------------------------
+
+def holds_artifacts(d: Path) -> bool:
+    if not d.is_dir():
+        return False
+    for root, dirs, files in os.walk(d):
+        dirs[:] = [x for x in dirs if not x.startswith(".") and x not in ("attempts", "logs")]
+        if any(m in files for m in MARKERS):
+            return True
+    return False
+
+
+def cmd_dirs(args: argparse.Namespace) -> int:
+    for d in args.dirs:
+        if holds_artifacts(Path(d)):
+            print(d)
+    return 0
+
+
+# -- policies ----------------------------------------------------------------------------------------
+
+def finished_checkpoint(d: Path) -> bool:
+    try:
+        state = json.loads((d / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(state.get("done")) and (d / "config.json").is_file()
+
+
+def policy_for(run: Path, round_no: int, initial: str) -> str:
+    for k in range(round_no - 1, 0, -1):
+        d = run / f"round-{k:03d}" / "policy"
+        if finished_checkpoint(d):
+            return str(d.resolve())
+    return initial
+
+
+def cmd_policy(args: argparse.Namespace) -> int:
+    print(policy_for(Path(args.run), int(args.round), args.initial))
+    return 0
+
+
+# -- the model server --------------------------------------------------------------------------------
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=3) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    d = Path(args.run) / "serve"
+    d.mkdir(parents=True, exist_ok=True)
+    state_file, pid_file = d / "server.json", d / "vllm.pid"
+    ssrkit = shlex.split(args.ssrkit)
+    with open(d / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel steps (make -j) share one server
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            state = {}
+        running = bool(state) and _alive(int(state.get("pgid", 0) or 0))
+        if args.action == "stop":
+            if running:
+                subprocess.run([*ssrkit, "serve", "--stop", "--pid-file", str(pid_file)], check=False)
+            state_file.unlink(missing_ok=True)
+            return 0
+        want = {"checkpoint": str(args.checkpoint), "port": args.port, "name": args.name,
+                "command": args.command, "args": args.vllm_args}
+        if running and all(state.get(k) == v for k, v in want.items()) and _healthy(args.port):
+            return 0
+        if running:
+            print(f"selfplay: stopping the server of {state.get('checkpoint')}", flush=True)
+            subprocess.run([*ssrkit, "serve", "--stop", "--pid-file", str(pid_file)], check=False)
+        print(f"selfplay: serving {args.checkpoint} as {args.name} on port {args.port} (log: {d / 'vllm.log'})",
+              flush=True)
+        cmd = [*ssrkit, "serve", str(args.checkpoint), "--detach", "--port", str(args.port),
+               "--served-model-name", args.name, "--pid-file", str(pid_file), "--log", str(d / "vllm.log"),
+               "--command", args.command, "--timeout", str(args.timeout)]
+        if args.vllm_args:
+            cmd += ["--vllm-args", args.vllm_args]
+        proc = subprocess.run(cmd)
+        if proc.returncode != 0:
+            state_file.unlink(missing_ok=True)
+            return proc.returncode
+        pgid = int(pid_file.read_text().split()[0])
+        state_file.write_text(json.dumps({**want, "pgid": pgid}) + "\n")
+    return 0
+
+
+# -- status ------------------------------------------------------------------------------------------
+
+def cmd_status(args: argparse.Namespace) -> int:
+    run = Path(args.run)
+    steps = ["start", *(f"{s}-{r}" for s in ("inject", "validate") for r in args.repos), "select",
+             *(f"{s}-{r}" for s in ("solve", "reward", "higher") for r in args.repos), "close", "train", "end"]
+    print(f"{run}: {'exists' if run.is_dir() else 'not started'}")
+    for k in range(1, int(args.rounds) + 1):
+        done = run / f"round-{k:03d}" / ".done"
+        have = [s for s in steps if (done / s).is_file()]
+        if "end" in have:
+            state = "done"
+        elif have:
+            state = "in progress; done: " + ", ".join(have)
+        else:
+            state = "not started"
+        print(f"  round {k:03d}: {state}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="selfplay_helper.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("config")
+    c.add_argument("out")
+    c.add_argument("--base", default="")
+    c.add_argument("--set", action="append", default=[])
+    c.set_defaults(fn=cmd_config)
+    d = sub.add_parser("dirs")
+    d.add_argument("dirs", nargs="*")
+    d.set_defaults(fn=cmd_dirs)
+    q = sub.add_parser("policy")
+    q.add_argument("run")
+    q.add_argument("round")
+    q.add_argument("initial")
+    q.set_defaults(fn=cmd_policy)
+    s = sub.add_parser("server")
+    s.add_argument("action", choices=["ensure", "stop"])
+    s.add_argument("--run", required=True)
+    s.add_argument("--checkpoint", default="")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--name", default="policy")
+    s.add_argument("--command", default="vllm serve")
+    s.add_argument("--vllm-args", default="")
+    s.add_argument("--timeout", type=float, default=900.0)
+    s.add_argument("--ssrkit", default="ssrkit")
+    s.set_defaults(fn=cmd_server)
+    t = sub.add_parser("status")
+    t.add_argument("run")
+    t.add_argument("rounds")
+    t.add_argument("repos", nargs="*")
+    t.set_defaults(fn=cmd_status)
+    args = p.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

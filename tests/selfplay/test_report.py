@@ -1,0 +1,125 @@
+"""report.py: sparkline and histogram units, and the report of a real run recomputed from the files on disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from selfplay_testlib import recipe_env
+from ssrkit.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
+
+
+def test_sparkline():
+    assert sparkline([]) == "" and sparkline([None, None]) == ""
+    assert sparkline([0.0, 0.5, 1.0]) == "▁▅█"
+    assert sparkline([1.0, None, 3.0]) == "▁ █"  # a gap stays a gap
+    assert sparkline([0.2, 0.2]) == "▁▁"  # a flat series on its own range
+    assert sparkline([0.2, 0.2], 0, 1) == "▂▂"  # … and on a fixed one
+    assert sparkline([-1.0, 0.0, 1.0], -1, 1) == "▁▅█"
+    assert sparkline([2.0, -5.0], 0, 1) == "█▁"  # clipped to the scale
+
+
+def test_histogram_bins():
+    assert [histogram_bin(r) for r in (0.0, 0.125, 0.25, 0.26, 0.5, 0.75, 0.76, 0.99, 1.0)] == [
+        "0%", "≤25%", "≤25%", "≤50%", "≤50%", "≤75%", "<100%", "<100%", "100%"]
+    hist = solve_rate_histogram([0.0, 0.0, 1 / 3, 1.0])
+    assert list(hist) == list(HISTOGRAM_BINS)  # every bin, in order, also the empty ones
+    assert hist == {"0%": 2, "≤25%": 0, "≤50%": 1, "≤75%": 0, "<100%": 0, "100%": 1}
+
+
+# -- a real run -----------------------------------------------------------------------------------------
+
+def _artifacts(section: Path) -> list[Path]:
+    """Artifact directories below a round's section, as a person would list them (no ssrkit code)."""
+    if not section.is_dir():
+        return []
+    return sorted(p.parent for p in section.rglob("artifact.toml")
+                  if not any(part.startswith(".") or part == "attempts"
+                             for part in p.parent.relative_to(section).parts))
+
+
+def _json(p: Path):
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def recompute(run: Path) -> dict:
+    """Every number the report shows, from validation.json, inject.json, attempts/*/eval.json, pool.json."""
+    rounds = []
+    rates_all = []
+    for rd in sorted(run.glob("round-[0-9][0-9][0-9]")):
+        new = _artifacts(rd / "inject")
+        carried = _artifacts(rd / "tasks")
+        valid = {a: bool((_json(a / "validation.json") or {}).get("valid")) for a in new + carried}
+        discarded = 0
+        for summary in (rd / "inject").rglob("inject.json"):
+            for counts in json.loads(summary.read_text())["by_strategy"].values():
+                discarded += counts["tried"] - counts["kept"]
+        attempts = solved = 0
+        inj, sol = [], []
+        for a in new + carried:
+            evals = [_json(e) for e in sorted((a / "attempts").glob("*/eval.json"))] if valid[a] else []
+            passed = [bool(e["passed"]) for e in evals]
+            attempts += len(passed)
+            solved += sum(passed)
+            sol += [1.0 if p else -1.0 for p in passed]
+            s = sum(passed) / len(passed) if passed else None
+            if s is not None:
+                rates_all.append(s)
+            if a in new:
+                inj.append(-1.0 if not valid[a] else -0.8 if s in (0.0, 1.0) else 1 - 1.8 * s)
+            reward = _json(a / "reward.json")
+            assert reward is not None, f"{a}: no reward.json"
+            assert reward["n_attempts"] == len(passed) and reward["n_solved"] == sum(passed)
+            if a in new:
+                assert reward["injector_reward"] == pytest.approx(inj[-1])
+        higher = [a for a in _artifacts(rd / "higher") if (_json(a / "validation.json") or {}).get("valid")]
+        injected = len(new) + discarded
+        rounds.append({
+            "round": int(rd.name.split("-")[1]), "injected": injected, "valid": sum(valid[a] for a in new),
+            "tasks": sum(valid.values()), "attempts": attempts, "solved": solved,
+            "solve_rate": solved / attempts if attempts else None,
+            "injector_reward_mean": sum(inj) / len(inj) if inj else None,
+            "solver_reward_mean": sum(sol) / len(sol) if sol else None, "higher_order": len(higher)})
+    pool = json.loads((run / "pool.json").read_text())["entries"]
+    return {"rounds": rounds, "rates": rates_all,
+            "pool_active": sum(1 for e in pool if e["retired"] is None),
+            "pool_retired": sum(1 for e in pool if e["retired"] is not None)}
+
+
+def assert_report_matches(run: Path, report: dict) -> dict:
+    truth = recompute(run)
+    assert len(report["rounds"]) == len(truth["rounds"]) >= 1
+    metrics = list(csv.DictReader((run / "metrics.csv").open()))
+    assert [int(m["round"]) for m in metrics] == [r["round"] for r in truth["rounds"]]
+    for got, want, row in zip(report["rounds"], truth["rounds"], metrics):
+        for key, value in want.items():
+            if value is None or isinstance(value, float):
+                assert (got[key] is None) == (value is None), key
+                if value is not None:
+                    assert got[key] == pytest.approx(value, abs=1e-4), key
+                    assert float(row[key]) == pytest.approx(value, abs=1e-4), key
+            else:
+                assert got[key] == value, (key, got[key], value)
+                assert int(row[key]) == value, key
+        if want["injected"]:
+            assert got["validity_rate"] == pytest.approx(want["valid"] / want["injected"], abs=1e-4)
+    assert report["pool"] == {"active": truth["pool_active"], "retired": truth["pool_retired"]}
+    assert report["rounds"][-1]["pool_size"] == truth["pool_active"]
+    assert report["solve_rate_histogram"] == solve_rate_histogram(truth["rates"])
+    return truth
+
+
+def test_report_matches_the_artifacts_on_disk(offline_run):
+    saved = json.loads((offline_run / "report.json").read_text())  # written by the recipe
+    truth = assert_report_matches(offline_run, saved)
+    assert truth["rounds"][0]["attempts"] == 2 * truth["rounds"][0]["tasks"] > 0
+    fresh = subprocess.run([sys.executable, "-m", "ssrkit", "report", str(offline_run), "--json", "--no-plots"],
+                           capture_output=True, text=True, check=True, env=recipe_env())
+    assert json.loads(fresh.stdout)["rounds"] == saved["rounds"]
+    assert sorted(Path(p).name for p in saved["plots"]) == [
+        "rates.png", "rewards.png", "solve_rate_histogram.png", "strategy_mix.png"]
