@@ -10,7 +10,6 @@ disk and shared by every artifact with the same triple.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -19,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import __version__
@@ -31,6 +30,7 @@ from .errors import PatchError, SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
+from .pathmatch import matches
 from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
@@ -117,18 +117,8 @@ class Report:
 # -- test-like files -------------------------------------------------------------------------------
 
 def is_test_like(path: str, patterns: list[str]) -> bool:
-    """True when `path` looks like a test file: a pattern ending in '/' matches any directory of that name."""
-    p = PurePosixPath(path)
-    for pat in patterns:
-        if pat.endswith("/"):
-            if pat.rstrip("/") in p.parts[:-1]:
-                return True
-        elif "/" in pat:
-            if fnmatch.fnmatch(path, pat):
-                return True
-        elif fnmatch.fnmatch(p.name, pat):
-            return True
-    return False
+    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
+    return matches(path, patterns)
 
 
 # -- the original-run cache ------------------------------------------------------------------------
