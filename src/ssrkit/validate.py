@@ -347,6 +347,8 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
             ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
+    if "original run taken from the cache" in ctx.notes and status == PASS:
+        message += " (original run cached)"
     return status, message
 
 
@@ -411,8 +413,9 @@ def check_weaken_hides(ctx: _Context) -> tuple[str, str]:
                                                      (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
     hidden = [t for t in ctx.fail_to_pass if t not in run.statuses or run.statuses[t] == PASSED]
     if not hidden:
-        return FAIL, (f"with both diffs applied all {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s) still fail; "
-                      f"{WEAKEN_DIFF} must remove or weaken the tests that reveal the bug")
+        shown = ", ".join(ctx.fail_to_pass[:3]) + (" …" if len(ctx.fail_to_pass) > 3 else "")
+        return FAIL, (f"with both diffs applied all {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s) still fail "
+                      f"({shown}); {WEAKEN_DIFF} must remove or weaken the tests that reveal the bug")
     still = [t for t in ctx.fail_to_pass if run.statuses.get(t) == FAILED]
     extra = f" ({len(still)} still fail)" if still else ""
     return PASS, f"the weakening hides {len(hidden)} of {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s){extra}"
