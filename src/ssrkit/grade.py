@@ -318,7 +318,6 @@ def execute(work: Sandbox, clean: Sandbox, artifact: Artifact, timeout: float) -
     `clean` is a sandbox where no code of the fix ever ran: whatever the fix did during the test run (files
     dropped in the scratch directory, a poisoned home directory or interpreter) cannot reach the parser.
     """
-    clean.reset(PRISTINE)
     return run_tests(work, artifact.test_script, artifact.test_parser, timeout=timeout, parse_in=clean)
 
 

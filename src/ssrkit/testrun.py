@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sandbox.base import Sandbox
+from .sandbox.base import PRISTINE, Sandbox
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
@@ -127,6 +127,8 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     res = sandbox.run(f"bash {script}", timeout=timeout)
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
+    if parse_in is not None:
+        parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
     statuses, error, raw = run_parser(parse_in or sandbox, test_parser, res.output)
     run.parser_output = raw
     if statuses is not None:
