@@ -46,9 +46,18 @@ def find_artifacts(paths: Iterable[Path]) -> list[Path]:
     """Artifact directories named by `paths`: each is an artifact or a folder searched for artifacts below it
     (the same rules as every other command; a file stands for its directory, e.g. a glob over */reward.json)."""
     from ssrkit.artifact import find_artifacts as find
+    from ssrkit.errors import SsrkitError
 
-    dirs = [Path(p).parent if Path(p).is_file() else Path(p) for p in paths]
-    return sorted({a.path.resolve() for a in find(dirs)})
+    found: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise TrainError(f"no such file or directory: {path}")
+        try:
+            found.update(a.path.resolve() for a in find([path.parent if path.is_file() else path]))
+        except SsrkitError:
+            continue  # holds no artifact; read_rollouts says so when nothing at all was found
+    return sorted(found)
 
 
 def _read_json(path: Path) -> Any:
