@@ -23,7 +23,6 @@ import random
 import shlex
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from . import patch as patches
 from .config import DEFAULT_TEST_PATTERNS
@@ -48,9 +47,6 @@ class RepairResult:
     candidates: int  # candidate patches tried
     seconds: float
     note: str
-    #: when nothing made every test pass: the candidate that fixed the most failing tests without breaking a
-    #: passing one (a natural partial fix — what a solver would submit, and material for higher-order bugs)
-    partial_diff: str | None = None
 
 
 def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_parser: str,
@@ -62,16 +58,8 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
     runs = 0
     tried = 0
 
-    best: dict[str, Any] = {"fixed": 0}
-
     def result(fix: str | None, note: str) -> RepairResult:
-        partial = None
-        if fix is None and best["fixed"]:
-            sandbox.reset(_GIVEN)
-            sandbox.write_file(best["path"], best["text"])
-            partial = sandbox.diff()
-            note += f"; best partial fix: {best['note']} ({best['fixed']} of {best['failing']} failing test(s))"
-        return RepairResult(fix, runs, tried, time.monotonic() - started, note, partial)
+        return RepairResult(fix, runs, tried, time.monotonic() - started, note)
 
     sandbox.snapshot(_GIVEN)
     try:
@@ -140,11 +128,6 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
                     sandbox.write_file(path, new)
                     fix = sandbox.diff()
                     return result(fix, f"{m.operator} at {path}:{m.line}: {m.detail}")
-                fixed = sum(run.statuses.get(t) == PASSED for t in failing)
-                broken = any(run.statuses.get(t) != PASSED for t in baseline)
-                if fixed > best["fixed"] and not broken and not run.timed_out:
-                    best.update(fixed=fixed, failing=len(failing), path=path, text=new,
-                                note=f"{m.operator} at {path}:{m.line}")
         return result(None, f"gave up: no inverse mutation at the {min(len(ranked), max_lines)} most suspicious "
                             f"line(s) makes the tests pass ({tried} candidate(s))")
     finally:

@@ -211,9 +211,8 @@ class RepairSolver(Solver):
         r = find_repair(ctx.sandbox, tests_diff=ctx.test_diff, test_script=art.test_script,
                         test_parser=art.test_parser, timeout=ctx.timeout, budget_runs=self.budget_runs,
                         seed=ctx.seed)
-        # no full repair: submit the best partial fix, as a solver would (grading fails it)
-        return SolverOutput(fix_diff=r.fix_diff or r.partial_diff or "", info={
-            "found": r.fix_diff is not None, "partial": r.fix_diff is None and r.partial_diff is not None, "runs": r.runs, "candidates": r.candidates, "note": r.note,
+        return SolverOutput(fix_diff=r.fix_diff or "", info={
+            "found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates, "note": r.note,
             "search_seconds": round(r.seconds, 3)})
 
 
