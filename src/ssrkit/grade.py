@@ -34,7 +34,6 @@ exiting early) and the attempt fails. The extra runs cost time only for attempts
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import secrets
 import shlex
@@ -47,11 +46,12 @@ from typing import Any
 
 from . import __version__
 from . import patch as patches
-from .artifact import BUG_DIFF, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact, now_iso
+from .artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
-from .testrun import ERROR, FAILED, PASSED, TestRun, run_parser
+from .pathmatch import matches
+from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
 
 FIX_LABEL = "fix.diff"
 
@@ -87,26 +87,6 @@ class GradeSettings:
     @property
     def patterns(self) -> list[str]:
         return [*self.test_patterns, *self.protected]
-
-
-def matches(path: str, patterns: list[str]) -> bool:
-    """True when `path` matches a pattern: `dir/` (glob) names a directory anywhere on the path; a pattern
-    with an inner slash matches the whole path; any other pattern matches the file name anywhere."""
-    p = PurePosixPath(path)
-    for pat in patterns:
-        if pat.endswith("/"):
-            name = pat.rstrip("/")
-            if "/" in name:
-                if fnmatch.fnmatchcase(path, name + "/*"):
-                    return True
-            elif any(fnmatch.fnmatchcase(part, name) for part in p.parts[:-1]):
-                return True
-        elif "/" in pat:
-            if fnmatch.fnmatchcase(path, pat):
-                return True
-        elif fnmatch.fnmatchcase(p.name, pat):
-            return True
-    return False
 
 
 def shadowed_module(path: str) -> str | None:
@@ -338,19 +318,7 @@ def execute(work: Sandbox, clean: Sandbox, artifact: Artifact, timeout: float) -
     `clean` is a sandbox where no code of the fix ever ran: whatever the fix did during the test run (files
     dropped in the scratch directory, a poisoned home directory or interpreter) cannot reach the parser.
     """
-    script = work.scratch_path("test_script.sh")
-    work.write_file(script, artifact.test_script, mode=0o755)
-    res = work.run(f"bash {shlex.quote(script)}", timeout=timeout)
-    run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
-                  truncated=res.truncated)
-    clean.reset(PRISTINE)
-    statuses, error, raw = run_parser(clean, artifact.test_parser, res.output)
-    run.parser_output = raw
-    if statuses is not None:
-        run.statuses = statuses
-    else:
-        run.parse_error = error
-    return run
+    return run_tests(work, artifact.test_script, artifact.test_parser, timeout=timeout, parse_in=clean)
 
 
 # -- the canary -----------------------------------------------------------------------------------

@@ -18,14 +18,15 @@ again). The new artifacts are validated like any other (the CLI does it; `higher
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from . import patch as patches
 from .artifact import BUG_DIFF, METADATA, TEST_FILES, Artifact, Metadata, content_id, create_artifact
 from .errors import PatchError, SsrkitError
-from .grade import FIX_LABEL, GradeSettings, matches
+from .grade import FIX_LABEL, GradeSettings
+from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox
 from .solve import EVAL, FIX, completed_attempts, read_eval
 from .source import RepoSource

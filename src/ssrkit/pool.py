@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import ATTEMPTS, CORE_FILES, METADATA, REWARD, VALIDATION, Artifact, find_artifacts
+from .artifact import ATTEMPTS, CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .source import RepoSource

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sandbox.base import Sandbox
+from .sandbox.base import PRISTINE, Sandbox
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
@@ -118,14 +118,18 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
         return None, str(e), res.output
 
 
-def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float) -> TestRun:
-    """Run the test script in the sandbox's current state, then parse its log."""
+def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,
+              parse_in: Sandbox | None = None) -> TestRun:
+    """Run the test script in the sandbox's current state, then parse its log (in `parse_in` when given:
+    grading parses where the code under test never ran, so it cannot tamper with the parser)."""
     script = sandbox.scratch_path("test_script.sh")
     sandbox.write_file(script, test_script, mode=0o755)
     res = sandbox.run(f"bash {script}", timeout=timeout)
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
-    statuses, error, raw = run_parser(sandbox, test_parser, res.output)
+    if parse_in is not None:
+        parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
+    statuses, error, raw = run_parser(parse_in or sandbox, test_parser, res.output)
     run.parser_output = raw
     if statuses is not None:
         run.statuses = statuses

@@ -10,7 +10,6 @@ disk and shared by every artifact with the same triple.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -19,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import __version__
@@ -31,6 +30,7 @@ from .errors import PatchError, SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
+from .pathmatch import matches
 from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
@@ -117,18 +117,8 @@ class Report:
 # -- test-like files -------------------------------------------------------------------------------
 
 def is_test_like(path: str, patterns: list[str]) -> bool:
-    """True when `path` looks like a test file: a pattern ending in '/' matches any directory of that name."""
-    p = PurePosixPath(path)
-    for pat in patterns:
-        if pat.endswith("/"):
-            if pat.rstrip("/") in p.parts[:-1]:
-                return True
-        elif "/" in pat:
-            if fnmatch.fnmatch(path, pat):
-                return True
-        elif fnmatch.fnmatch(p.name, pat):
-            return True
-    return False
+    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
+    return matches(path, patterns)
 
 
 # -- the original-run cache ------------------------------------------------------------------------
@@ -357,6 +347,8 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
             ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
+    if "original run taken from the cache" in ctx.notes and status == PASS:
+        message += " (original run cached)"
     return status, message
 
 
@@ -421,8 +413,9 @@ def check_weaken_hides(ctx: _Context) -> tuple[str, str]:
                                                      (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
     hidden = [t for t in ctx.fail_to_pass if t not in run.statuses or run.statuses[t] == PASSED]
     if not hidden:
-        return FAIL, (f"with both diffs applied all {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s) still fail; "
-                      f"{WEAKEN_DIFF} must remove or weaken the tests that reveal the bug")
+        shown = ", ".join(ctx.fail_to_pass[:3]) + (" …" if len(ctx.fail_to_pass) > 3 else "")
+        return FAIL, (f"with both diffs applied all {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s) still fail "
+                      f"({shown}); {WEAKEN_DIFF} must remove or weaken the tests that reveal the bug")
     still = [t for t in ctx.fail_to_pass if run.statuses.get(t) == FAILED]
     extra = f" ({len(still)} still fail)" if still else ""
     return PASS, f"the weakening hides {len(hidden)} of {len(ctx.fail_to_pass)} FAIL_TO_PASS test(s){extra}"

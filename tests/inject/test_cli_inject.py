@@ -36,7 +36,8 @@ def test_inject_json(units_repo, tmp_path, local_backend_sandbox, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--strategy", "typo"], "unknown strategy"),
-    (["--agent", "llm"], "--agent 'llm' is not available"),
+    (["--agent", "llm"], "needs --base-url and --model (or base_url/model in [inject])"),
+    (["--agent", "gpt"], "--agent 'gpt' is not available"),
 ])
 def test_inject_usage_errors(units_repo, tmp_path, capsys, args, message):
     code, _, err = run_cli(["inject", str(units_repo), "--out", str(tmp_path), *args], capsys)

@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from train_helpers import row_logprob_sums  # noqa: E402
+
 pytestmark = pytest.mark.train
 SRC = Path(__file__).parents[2] / "src"
 
@@ -27,22 +29,6 @@ def cli(*args, cwd=None):
         text=True,
         timeout=300,
     )
-
-
-def row_logprob_sums(model_dir, examples):
-    from transformers import AutoModelForCausalLM
-
-    from ssrkit.train.loss import token_logprobs
-
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    sums = []
-    with torch.no_grad():
-        for e in examples:
-            ids = torch.tensor([e.input_ids])
-            lp = token_logprobs(model(input_ids=ids).logits, ids)[0]
-            mask = torch.tensor(e.loss_mask[1:], dtype=torch.bool)
-            sums.append(lp[mask].sum().item())
-    return sums
 
 
 def test_end_to_end_moves_logprobs_with_advantages(tmp_path, artifact_factory, tiny_model_dir, tiny_tok):

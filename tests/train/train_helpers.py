@@ -139,3 +139,20 @@ def write_artifact(
 
 def finite(values: list[float]) -> bool:
     return all(math.isfinite(v) for v in values)
+
+
+def row_logprob_sums(model_dir, examples):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ssrkit.train.loss import token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    sums = []
+    with torch.no_grad():
+        for e in examples:
+            ids = torch.tensor([e.input_ids])
+            lp = token_logprobs(model(input_ids=ids).logits, ids)[0]
+            mask = torch.tensor(e.loss_mask[1:], dtype=torch.bool)
+            sums.append(lp[mask].sum().item())
+    return sums

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -17,7 +16,7 @@ from .common import STATUS_STYLE, console, print_json
 EPILOG = """
 [bold]Examples[/]
 
-  [cyan]ssrkit show examples/artifacts/textkit/valid-slugify-separator[/]
+  [cyan]ssrkit show examples/artifacts/textkit/valid-slug-truncate-off-by-one[/]
   [cyan]ssrkit show runs/r1/artifacts/3f2a9c1d0b7e4a55 --no-diffs[/]
 """
 

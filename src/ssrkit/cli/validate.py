@@ -19,7 +19,7 @@ EPILOG = """
 [bold]Examples[/]
 
   Validate one hand-written artifact against a local repository:
-  [cyan]ssrkit validate examples/artifacts/textkit/valid-slugify-separator --repo build/repos/textkit[/]
+  [cyan]ssrkit validate examples/artifacts/textkit/valid-slug-truncate-off-by-one --repo build/repos/textkit[/]
 
   Validate a whole directory of generated artifacts (their artifact.toml names the repository), 2 at a time:
   [cyan]ssrkit validate runs/r1/artifacts/ --jobs 2[/]

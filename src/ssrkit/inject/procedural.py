@@ -37,12 +37,12 @@ from typing import Any, Callable, Iterator
 from .. import patch as patches
 from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata, create_artifact
 from ..config import Config, load_config
-from ..errors import PatchError, SsrkitError
+from ..errors import SsrkitError
 from ..fsutil import atomic_write_json
-from ..sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
+from ..sandbox import Sandbox, SandboxOptions, open_sandbox
 from ..source import RepoSource
 from ..testrun import PASSED, run_tests
-from ..validate import Settings, Validator, is_test_like, write_report
+from ..validate import Settings, Validator, write_report
 from .history import Commit, file_before, list_commits
 from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutations
 from .runner import PYTEST, UNITTEST, Profile, load_profile, locate_test

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shlex
 import time
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any, Iterable
 
 from .. import __version__

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -123,11 +122,12 @@ class Sandbox(ABC):
         """Apply a unified diff at the root with `git apply`; PatchError names the failing file and hunk."""
         if not diff.strip():
             return
-        name = self.scratch_path(f"patch-{uuid.uuid4().hex[:8]}.diff")
+        # one fixed scratch file, overwritten each time: a sandbox runs one command at a time, and an extra
+        # command to delete it would cost as much as the apply itself
+        name = self.scratch_path("ssrkit-patch.diff")
         self.write_file(name, diff if diff.endswith("\n") else diff + "\n")
         cmd = " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(name)
         res = self.run(cmd, timeout=timeout)
-        self.run(f"rm -f {shlex.quote(name)}", timeout=30)
         if not res.ok:
             raise PatchError(explain_apply_error(res.output, label))
 

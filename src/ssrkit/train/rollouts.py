@@ -21,9 +21,6 @@ from ssrkit.train.errors import NothingToTrain, TrainError
 
 log = logging.getLogger("ssrkit.train")
 
-_ARTIFACT_MARKERS = ("artifact.toml", "bug_inject.diff", "bug_patch.diff", "reward.json", "attempts")
-
-
 @dataclass
 class Rollout:
     role: str  # "solver" | "injector"
@@ -45,26 +42,21 @@ class RolloutScan:
     skipped: Counter = field(default_factory=Counter)  # reason -> count
 
 
-def _is_artifact(path: Path) -> bool:
-    return any((path / marker).exists() for marker in _ARTIFACT_MARKERS)
-
-
 def find_artifacts(paths: Iterable[Path]) -> list[Path]:
-    """Artifact directories named by `paths`: each is an artifact or a folder searched for artifacts below it."""
-    found: dict[Path, None] = {}
+    """Artifact directories named by `paths`: each is an artifact or a folder searched for artifacts below it
+    (the same rules as every other command; a file stands for its directory, e.g. a glob over */reward.json)."""
+    from ssrkit.artifact import find_artifacts as find
+    from ssrkit.errors import SsrkitError
+
+    found: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise TrainError(f"no such file or directory: {path}")
-        if path.is_file():
-            path = path.parent  # e.g. a glob over */artifact.toml
-        if _is_artifact(path):
-            found[path.resolve()] = None
-            continue
-        for marker in sorted(path.rglob("artifact.toml")):
-            parts = marker.parent.relative_to(path).parts
-            if "attempts" not in parts and not any(part.startswith(".") for part in parts):  # hidden: unfinished
-                found[marker.parent.resolve()] = None
+        try:
+            found.update(a.path.resolve() for a in find([path.parent if path.is_file() else path]))
+        except SsrkitError:
+            continue  # holds no artifact; read_rollouts says so when nothing at all was found
     return sorted(found)
 
 
