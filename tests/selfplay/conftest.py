@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for p in (str(HERE), str(HERE.parent)):
+for p in (str(HERE),):
     if p not in sys.path:
         sys.path.insert(0, p)
 
