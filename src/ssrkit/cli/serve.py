@@ -67,23 +67,23 @@ def serve(
         log_file=log,
     )
     server = PolicyServer(config)
+    if not detach:  # installed before the ready line: a `kill` right after it stops the server like Ctrl-C does
+        signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.start(str(checkpoint))
+        assert server.process is not None
+        info = {"base_url": server.base_url, "model": server.model, "pid": server.process.pid}
+        if json_output:
+            typer.echo(json.dumps(info))
+        else:
+            typer.echo(f"serving {checkpoint} as {server.model} at {server.base_url} (pid {server.process.pid})")
+        if detach:
+            pid_file.write_text(f"{server.process.pid}\n")
+            return
+        code = server.process.wait()
     except ServeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    assert server.process is not None
-    info = {"base_url": server.base_url, "model": server.model, "pid": server.process.pid}
-    if json_output:
-        typer.echo(json.dumps(info))
-    else:
-        typer.echo(f"serving {checkpoint} as {server.model} at {server.base_url} (pid {server.process.pid})")
-    if detach:
-        pid_file.write_text(f"{server.process.pid}\n")
-        return
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server like Ctrl-C does
-    try:
-        code = server.process.wait()
     except KeyboardInterrupt:
         server.stop()
         return
