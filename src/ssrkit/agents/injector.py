@@ -81,6 +81,7 @@ def run_llm_injection(
     source: RepoSource | None = None,
     base_commit: str | None = None,
     test_timeout: float = 90.0,
+    exclude_tests: list[str] | None = None,
 ) -> InjectionResult:
     """Run the injector agent in `sandbox` and write the artifact directory `out_dir`.
 
@@ -112,7 +113,8 @@ def run_llm_injection(
     system, task = injector_prompts(
         strategy, submission_dir=sub, min_passing_tests=thresholds.min_passing_tests,
         min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
-        test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns)
+        test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
+        exclude_tests=exclude_tests or ())
     traj_path = out_dir / TRAJECTORY
     info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
             "thresholds": vars(thresholds).copy(), "submission_dir": sub}

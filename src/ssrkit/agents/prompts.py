@@ -7,6 +7,7 @@ which refuses to leave one unfilled.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 STRATEGIES = ("removal", "history", "direct")
 
@@ -81,7 +82,7 @@ five submission files.
 4. Every code file changed by `bug_inject.diff` must matter: for each one, some selected test must fail
    because of the change to that file, so that restoring that file alone makes a failing test pass.
 5. With the original code, every test that `test_script.sh` runs must pass, and there must be at least
-   {{min_passing_tests}} of them. Leave out flaky tests, slow tests and tests that need the network.
+   {{min_passing_tests}} of them. Leave out flaky tests, slow tests and tests that need the network.{{exclusions}}
    `test_script.sh` must finish within {{test_timeout}} seconds.
 6. With the bug applied and the tests unchanged, at least {{min_failing_tests}} of those tests must fail —
    but not all of them. Do not break the syntax of any file or the import of the package: tests must fail
@@ -178,8 +179,9 @@ def tools_text(*, command_timeout: float, max_turns: int, writable_dirs: tuple[s
 
 def injector_prompts(strategy: str, *, submission_dir: str, min_passing_tests: int, min_failing_tests: int,
                      min_changed_files: int, test_timeout: float, command_timeout: float,
-                     max_turns: int) -> tuple[str, str]:
-    """(system, task) for one injection with `strategy`."""
+                     max_turns: int, exclude_tests: Sequence[str] = ()) -> tuple[str, str]:
+    """(system, task) for one injection with `strategy`; `exclude_tests` (the repository profile's
+    `[inject] exclude_tests`: tests known to fail or flake there) are named as tests never to run."""
     if strategy not in STRATEGY_TEXTS:
         raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     tools = tools_text(command_timeout=command_timeout, max_turns=max_turns, writable_dirs=(submission_dir,))
@@ -187,8 +189,16 @@ def injector_prompts(strategy: str, *, submission_dir: str, min_passing_tests: i
     task = render(INJECTOR_TASK, strategy=strategy, strategy_text=STRATEGY_TEXTS[strategy],
                   submission_dir=submission_dir, min_passing_tests=min_passing_tests,
                   min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
-                  test_timeout=f"{test_timeout:g}")
+                  test_timeout=f"{test_timeout:g}", exclusions=_exclusions(exclude_tests))
     return system, task
+
+
+def _exclusions(tests: Sequence[str]) -> str:
+    if not tests:
+        return ""
+    names = ", ".join(f"`{t}`" for t in tests)
+    return (f"\n   These tests fail or are unreliable in this environment, whatever the code: never let\n"
+            f"   `test_script.sh` run them ({names}).")
 
 
 def solver_system(*, command_timeout: float, max_turns: int) -> str:

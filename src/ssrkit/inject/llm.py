@@ -108,6 +108,7 @@ def inject_llm(
     backend = backend or config.get("sandbox", "backend", "auto")
     validator = Validator(settings, backend=backend, options=options)
     base_commit = head_commit(source.path) if source.kind == "local" else None
+    exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
     stats: dict[str, LLMStats] = {}
     lock = threading.Lock()
 
@@ -122,7 +123,8 @@ def inject_llm(
             with open_sandbox(source, backend, options) as sb:
                 result = run_llm_injection(sb, client, out_dir=d, strategy=strategy, mixture=mixture,
                                            thresholds=thresholds, seed=rng.randrange(2**31), config=agent_cfg,
-                                           source=source, base_commit=base_commit, test_timeout=settings.timeout)
+                                           source=source, base_commit=base_commit, test_timeout=settings.timeout,
+                                           exclude_tests=exclude_tests)
             status, error = result.exit_status, result.error
         else:
             traj = read_json(d / TRAJECTORY) if (d / TRAJECTORY).is_file() else {}
