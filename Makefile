@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 RUN ?= $(BUILD)/runs/selfplay
 REPOS ?= $(BUILD)/repos/textkit $(BUILD)/repos/ledger
 SELFPLAY_JOBS ?= 2
-SELFPLAY = $(MAKE) -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
+SELFPLAY = $(MAKE) --no-print-directory -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
 	SSRKIT=$(abspath $(BIN))/ssrkit PYTHON=$(abspath $(BIN))/python VENV_BIN=$(abspath $(BIN))
 
 .PHONY: all selfplay test venv venv-train examples clean help

@@ -77,10 +77,14 @@ def test_mean_empty():
         mean([])
 '''
 
-#: a per-repository profile, as a user would write one: these tests need no pytest plugins
+#: a per-repository profile, as a user would write one: these tests need no pytest plugins; one test is
+#: declared unreliable (the procedural injector never selects it, the LLM injector is told not to run it)
 PROFILE = '''\
 [sandbox]
 env = { PYTEST_DISABLE_PLUGIN_AUTOLOAD = "1" }
+
+[inject]
+exclude_tests = ["tests/test_calc.py::test_mean_empty"]
 '''
 
 

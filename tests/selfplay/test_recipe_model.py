@@ -63,7 +63,9 @@ def test_a_model_round_with_two_models(tmp_path):
     for a in arts:
         meta = tomllib.loads((a / "artifact.toml").read_text())
         assert meta["injector"]["agent"] == "llm" and meta["injector"]["model"] == "injector-model"
-        assert json.loads((a / "trajectory.json").read_text())["exit_status"] == "submitted"
+        traj = json.loads((a / "trajectory.json").read_text())
+        assert traj["exit_status"] == "submitted"
+        assert "run them (`tests/test_calc.py::test_mean_empty`)" in traj["messages"][1]["content"]  # the profile
         assert json.loads((a / "validation.json").read_text())["valid"]
         evals = [json.loads(e.read_text()) for e in sorted(a.glob("attempts/*/eval.json"))]
         assert [e["passed"] for e in evals] == [True, False]  # one attempt at a time: right fix, wrong fix
