@@ -90,6 +90,11 @@ HIGHER_ARGS ?=
 ifneq ($(VENV_BIN),)
 export PATH := $(abspath $(VENV_BIN)):$(PATH)
 endif
+ifneq ($(filter-out help status report stop-server,$(or $(MAKECMDGOALS),all)),)
+ifeq ($(strip $(REPOS)),)
+$(error set REPOS to the repositories to play on, e.g. REPOS="build/repos/textkit build/repos/ledger" (variables: make -f $(SELFPLAY_MK) help))
+endif
+endif
 HELPER := $(PYTHON) $(RECIPES_DIR)/selfplay_helper.py
 empty :=
 space := $(empty) $(empty)
@@ -193,11 +198,11 @@ $(RUN)/round-$(1)/.done/start: $(if $(2),$(RUN)/round-$(2)/.done/end) | config
 	cp $(CFG) $(RUN)/round-$(1)/ssrkit.toml
 	@touch $$@
 
-$(RUN)/round-$(1)/.done/select: $(foreach r,$(REPO_NAMES),$(RUN)/round-$(1)/.done/validate-$(r))
+$(RUN)/round-$(1)/.done/select: $(RUN)/round-$(1)/.done/start $(foreach r,$(REPO_NAMES),$(RUN)/round-$(1)/.done/validate-$(r))
 	$(SSRKIT) pool select $(RUN) --round $(3) --old-ratio $(OLD_RATIO) --seed $(SEED)
 	@touch $$@
 
-$(RUN)/round-$(1)/.done/close: $(foreach r,$(REPO_NAMES),$(RUN)/round-$(1)/.done/higher-$(r))
+$(RUN)/round-$(1)/.done/close: $(RUN)/round-$(1)/.done/select $(foreach r,$(REPO_NAMES),$(RUN)/round-$(1)/.done/higher-$(r))
 	$(SSRKIT) pool close $(RUN) --round $(3) --retire-after $(RETIRE_AFTER)
 	@touch $$@
 
