@@ -1,0 +1,61 @@
+"""recipes/selfplay_helper.py: the run configuration it writes, the folders it lists, the policy it picks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import tomllib
+from pathlib import Path
+
+from selfplay_testlib import ROOT
+
+spec = importlib.util.spec_from_file_location("selfplay_helper", ROOT / "recipes" / "selfplay_helper.py")
+helper = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(helper)
+
+
+def test_config_is_valid_toml_written_only_when_it_changes(tmp_path, capsys):
+    base = tmp_path / "mine.toml"
+    base.write_text('[validate]\ntimeout = 30\n\n[sandbox]\nenv = { A = "1" }\n')
+    out = tmp_path / "run" / "ssrkit.toml"
+    args = ["config", str(out), "--base", str(base), "--set", "run.repos=[\"/a b\", \"/c\"]",
+            "--set", "run.model=Qwen/Qwen2.5-7B", "--set", "run.n=6", "--set", "reward.alpha=0.8",
+            "--set", "run.serve=no", "--set", "validate.min_passing_tests=", "--set", 'solve.hide=["/r"]']
+    assert helper.main(args) == 0
+    data = tomllib.loads(out.read_text())
+    assert data["run"] == {"repos": ["/a b", "/c"], "model": "Qwen/Qwen2.5-7B", "n": 6, "serve": "no"}
+    assert data["validate"] == {"timeout": 30}  # an empty variable leaves ssrkit's default (or the profile's)
+    assert data["sandbox"] == {"env": {"A": "1"}} and data["reward"] == {"alpha": 0.8}
+    assert data["solve"] == {"hide": ["/r"]}
+    mtime = out.stat().st_mtime_ns
+    capsys.readouterr()
+    assert helper.main(args) == 0 and out.stat().st_mtime_ns == mtime  # unchanged: not rewritten
+    assert capsys.readouterr().out == ""
+    assert helper.main(["config", str(out), "--set", "bad"]) == 2
+
+
+def test_dirs_lists_folders_that_hold_artifacts(tmp_path, capsys):
+    (tmp_path / "a" / "x").mkdir(parents=True)
+    (tmp_path / "a" / "x" / "artifact.toml").write_text("")
+    (tmp_path / "b" / ".staging" / "y").mkdir(parents=True)
+    (tmp_path / "b" / ".staging" / "y" / "bug_inject.diff").write_text("")  # unfinished work only
+    (tmp_path / "c").mkdir()
+    helper.main(["dirs", *(str(tmp_path / d) for d in ("a", "b", "c", "missing"))])
+    assert capsys.readouterr().out.split() == [str(tmp_path / "a")]
+
+
+def test_policy_is_the_newest_finished_checkpoint_of_an_earlier_round(tmp_path):
+    run = tmp_path / "run"
+
+    def ckpt(k: int, done: bool) -> Path:
+        d = run / f"round-{k:03d}" / "policy"
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+        (d / "trainer_state.json").write_text(json.dumps({"done": done, "step": 3}))
+        return d
+
+    assert helper.policy_for(run, 1, "/models/base") == "/models/base"
+    first = ckpt(1, True)
+    ckpt(2, False)  # killed mid-training: not a policy yet
+    assert helper.policy_for(run, 3, "/models/base") == str(first.resolve())
+    assert helper.policy_for(run, 1, "/models/base") == "/models/base"
