@@ -2,7 +2,7 @@
 # higher-order → pool close → (train) → next round, then `ssrkit report`. See recipes/README.md.
 #
 #   make -f recipes/selfplay.mk REPOS="build/repos/textkit build/repos/ledger"           # offline, no model
-#   make -f recipes/selfplay.mk REPOS=~/src/mylib MODE=model BASE_URL=http://localhost:8000/v1 MODEL=policy
+#   make -f recipes/selfplay.mk REPOS=$HOME/src/mylib MODE=model BASE_URL=http://localhost:8000/v1 MODEL=policy
 #   make -f recipes/selfplay.mk help                                                    # variables, targets
 #
 # Every step of every round leaves a stamp (RUN/round-NNN/.done/STEP) once its command succeeded, so a
