@@ -17,6 +17,8 @@ solvers can be mixed in one group.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import dataclasses
 import shlex
 import shutil
@@ -109,13 +111,14 @@ class SolverOutput:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class Solver:
+class Solver(ABC):
     """A way to produce a fix in the solver's sandbox. Implementations must be safe to call from threads."""
 
     name = "?"
 
-    def solve(self, ctx: SolveContext) -> SolverOutput:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def solve(self, ctx: SolveContext) -> SolverOutput:
+        """Work in `ctx.sandbox`; return the fix (or None: the sandbox's diff is the fix)."""
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name}

@@ -73,3 +73,31 @@ def test_repair_gives_up_on_a_removed_body_within_budget(units_session, units_re
         assert res.runs <= 4 and res.note.startswith("gave up")
     finally:
         sb.close()
+
+
+def test_repair_submits_its_best_partial_fix(units_session, units_repo):
+    """Two bugs, one per function: one inverse mutation can undo only one of them. The search gives up but
+    keeps the candidate that fixed the most failing tests without breaking others — a natural partial fix."""
+    st = SourceText(UNITS_OPS, "units/ops.py")
+    between = next(f for f in functions(st) if f.qualname == "between")
+    m1 = next(m for m in mutations(st, between, EXPRESSION) if m.operator == "compare_swap" and m.detail == "`<=` -> `<`")
+    once = m1.apply(UNITS_OPS)
+    st2 = SourceText(once, "units/ops.py")
+    scale = next(f for f in functions(st2) if f.qualname == "scale")
+    m2 = next(m for m in mutations(st2, scale, EXPRESSION) if m.operator == "arith_swap")
+    twice = m2.apply(once)
+    tests = sorted(units_session.testmap.tests_covering("units/ops.py", {m1.line, m2.line}))
+    cand = Candidate(EXPRESSION, 0, "two_swaps", "units/ops.py::between+scale", "two swaps", line=m1.line,
+                     files={"units/ops.py": twice}, prescreen_tests=tests)
+    out = units_session.evaluate(cand)
+    assert out.status == "valid", out.message
+    art = Artifact(out.artifact)
+    sb = solver_view(units_repo, art)
+    try:
+        res = find_repair(sb, tests_diff=patches.reverse(art.weaken_diff), test_script=art.test_script,
+                          test_parser=art.test_parser, timeout=60, budget_runs=12, seed=0)
+        assert res.fix_diff is None
+        assert res.partial and "failing test(s) pass" in res.partial_note, res.note
+        assert patches.touched_files(res.partial) == ["units/ops.py"]
+    finally:
+        sb.close()
