@@ -121,8 +121,8 @@ class Expectations:
         return [*self.fail_to_pass, *self.pass_to_pass]
 
 
-def load_expectations(artifact: Artifact) -> Expectations:
-    """FAIL_TO_PASS / PASS_TO_PASS of a valid, up-to-date validation; SsrkitError otherwise."""
+def current_validation(artifact: Artifact) -> dict[str, Any]:
+    """The artifact's validation.json, provided it was made from the artifact's present files."""
     data = artifact.validation
     if data is None:
         raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
@@ -130,6 +130,12 @@ def load_expectations(artifact: Artifact) -> Expectations:
     if data.get("content_id") and data["content_id"] != artifact.content_id():
         raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
                           f"first: ssrkit validate {artifact.path} --redo")
+    return data
+
+
+def load_expectations(artifact: Artifact) -> Expectations:
+    """FAIL_TO_PASS / PASS_TO_PASS of a valid, up-to-date validation; SsrkitError otherwise."""
+    data = current_validation(artifact)
     if not data.get("valid"):
         checks = data.get("checks") or []
         first = next((c for c in checks if c.get("status") == "failed"), None)

@@ -33,7 +33,7 @@ from . import patch as patches
 from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact
 from .errors import PatchError, SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
-from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
+from .grade import Expectations, GradeSettings, current_validation, eval_record, grade, load_expectations
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 
@@ -467,13 +467,7 @@ def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
     """The reward.json object from validation.json and the finished attempts (not written)."""
     from .reward import reward_record
 
-    data = artifact.validation
-    if data is None:
-        raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
-                          f"ssrkit validate {artifact.path}")
-    if data.get("content_id") and data["content_id"] != artifact.content_id():
-        raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
-                          f"first: ssrkit validate {artifact.path} --redo")
+    data = current_validation(artifact)
     valid = bool(data.get("valid"))
     records = attempt_records(artifact) if valid else []
     if valid and not records:

@@ -16,6 +16,8 @@ import re
 import signal
 import time
 
+from ._cleanup import pid_alive
+
 _counter = itertools.count()
 _parent: str | None | bool = False  # False: not probed yet
 
@@ -186,16 +188,8 @@ def sweep_stale() -> None:
         return
     for name in names:
         m = re.fullmatch(r"ssrkit-(\d+)-\d+", name)
-        if not m or _alive(int(m.group(1))):
+        if not m or pid_alive(int(m.group(1))):
             continue
         PidsCgroup(os.path.join(parent, name)).remove()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

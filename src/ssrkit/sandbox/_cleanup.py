@@ -94,3 +94,14 @@ def _install() -> None:
                     signal.signal(sig, _on_signal)
             except (ValueError, OSError):  # not the main interpreter, or unsupported
                 pass
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (it may belong to another user): stale leftovers are those it doesn't."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

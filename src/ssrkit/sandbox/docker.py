@@ -125,16 +125,6 @@ def docker_available() -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(c) -> int:
     """Remove sandbox containers left by ssrkit processes of this host that no longer exist."""
     n = 0
@@ -147,7 +137,7 @@ def sweep_stale(c) -> int:
             pid = int(cont.labels.get("ssrkit.pid", "0"))
         except ValueError:
             continue
-        if pid and pid != os.getpid() and not _alive(pid):
+        if pid and pid != os.getpid() and not _cleanup.pid_alive(pid):
             try:
                 cont.remove(force=True, v=True)
                 n += 1

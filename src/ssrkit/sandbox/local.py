@@ -84,16 +84,6 @@ def _tmp_root() -> str:
     return tempfile.gettempdir()
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _sweep_stale_dirs(root: str) -> None:
     """Remove temp roots of ssrkit processes that died without cleaning up (SIGKILL, power loss)."""
     try:
@@ -102,7 +92,7 @@ def _sweep_stale_dirs(root: str) -> None:
         return
     for name in names:
         m = re.fullmatch(r"ssrkit-(\d+)-[A-Za-z0-9_]+", name)
-        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+        if m and int(m.group(1)) != os.getpid() and not _cleanup.pid_alive(int(m.group(1))):
             try:
                 force_rmtree(os.path.join(root, name))
             except OSError:
