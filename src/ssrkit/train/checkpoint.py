@@ -67,6 +67,8 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
     state_dict = accelerator.get_state_dict(model)
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
+        for alias in tied_aliases(unwrapped):
+            state_dict.pop(alias, None)
         state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
         unwrapped.config.use_cache = True  # turned off for training; generation wants it
         unwrapped.save_pretrained(out, state_dict=state_dict)
@@ -77,6 +79,19 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
         config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = name
         write_json(out / "config.json", config)
     accelerator.wait_for_everyone()
+
+
+def tied_aliases(model: Any) -> list[str]:
+    """Names of parameters that are the same object as an earlier one (tied embeddings: `lm_head.weight`).
+    Under DDP the state dict shares their storage and save_pretrained drops them; gathered from FSDP shards they
+    come back as separate copies and would be written twice."""
+    seen: set[int] = set()
+    aliases = []
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            aliases.append(name)
+        seen.add(id(param))
+    return aliases
 
 
 def save_state(accelerator: Any, out: Path, trainer_state: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ give the same update.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import logging
@@ -24,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ssrkit.train import checkpoint as ckpt
@@ -67,6 +68,7 @@ def make_accelerator(cfg: TrainConfig) -> Accelerator:
             mixed = "bf16" if on_gpu and torch.cuda.is_bf16_supported() else "no"
     accelerator = Accelerator(cpu=not on_gpu, mixed_precision=mixed, gradient_accumulation_steps=cfg.grad_accum)
     check_accumulation(accelerator, cfg)
+    warn_if_not_sharded(accelerator)
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     if plugin is not None:  # a DeepSpeed config: let our knobs fill its "auto" values
         ds = plugin.deepspeed_config
@@ -79,6 +81,44 @@ def make_accelerator(cfg: TrainConfig) -> Accelerator:
                 ds[key] = value
         ds["train_batch_size"] = cfg.micro_batch_size * ds["gradient_accumulation_steps"] * accelerator.num_processes
     return accelerator
+
+
+def warn_if_not_sharded(accelerator: Accelerator) -> None:
+    """Accelerate only shards (FSDP, DeepSpeed) on accelerators: on the CPU an fsdp2/deepspeed config quietly
+    becomes DDP, with the whole model on every process. Say so, since memory planning depends on it."""
+    for env, kind, sharded in (
+        ("ACCELERATE_USE_FSDP", "FSDP", DistributedType.FSDP),
+        ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed", DistributedType.DEEPSPEED),
+    ):
+        requested = os.environ.get(env, "").lower() == "true"
+        if requested and accelerator.distributed_type != sharded and accelerator.is_main_process:
+            log.warning(
+                "the accelerate config asks for %s, but Accelerate shards only on GPUs: this run on %s is %s, "
+                "with the whole model on every process",
+                kind,
+                accelerator.device.type,
+                accelerator.distributed_type.value,
+            )
+
+
+def prepare_reference(accelerator: Accelerator, model: Any) -> Any:
+    """The frozen KL reference, placed like the policy. Accelerate leaves a model without an optimizer unwrapped
+    under DeepSpeed, and under ZeRO-3 its weights were partitioned at load time, so it needs an inference engine
+    of its own: ZeRO-3 keeps it sharded; below stage 3 it is small enough to hold whole (stage 0)."""
+    if accelerator.distributed_type != DistributedType.DEEPSPEED:
+        return accelerator.prepare_model(model, evaluation_mode=True)
+    import deepspeed
+
+    config = copy.deepcopy(accelerator.state.deepspeed_plugin.deepspeed_config)
+    for training_only in ("optimizer", "scheduler"):
+        config.pop(training_only, None)
+    zero = config.setdefault("zero_optimization", {})
+    zero.pop("offload_optimizer", None)
+    if zero.get("stage", 0) != 3:
+        zero["stage"] = 0
+    engine, *_ = deepspeed.initialize(model=model, config=config)
+    engine.eval()
+    return engine
 
 
 def check_accumulation(accelerator: Accelerator, cfg: TrainConfig) -> None:
@@ -275,7 +315,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     model, optimizer = accelerator.prepare(model, optimizer)
     check_accumulation(accelerator, cfg)
     if ref_model is not None:
-        ref_model = accelerator.prepare_model(ref_model, evaluation_mode=True)
+        ref_model = prepare_reference(accelerator, ref_model)
     loss_options = LossOptions(
         cfg.epsilon_low, cfg.epsilon_high, cfg.old_logprobs, cfg.is_correction, cfg.is_cap, cfg.kl_coef
     )

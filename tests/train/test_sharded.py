@@ -1,0 +1,155 @@
+"""FSDP2 and DeepSpeed ZeRO-3 through the shipped accelerate configs, two processes on the CPU (gloo).
+
+The parameters really are sharded (each rank holds part of the model), the update equals one process accumulating
+the same rows, tied embeddings are written once, the KL reference works beside the sharded policy, and a stopped
+run resumes from its sharded state to the same weights. See sharded_worker.py for how the CPU gets these paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from ssrkit.train.config import TrainConfig  # noqa: E402
+from ssrkit.train.loop import train  # noqa: E402
+from test_distributed import free_port  # noqa: E402
+
+pytestmark = pytest.mark.train
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+
+BACKENDS = {
+    "fsdp2": ("fsdp2.yaml", "FSDP", "DTensor"),
+    "zero3": ("deepspeed_zero3.yaml", "DEEPSPEED", "Parameter"),
+}
+# AdamW with a huge eps makes each update ~ lr/eps * gradient (see test_step.py); KL and checkpointing switched on
+KNOBS = dict(
+    lr=100.0,
+    adam_eps=1e4,
+    max_grad_norm=0.0,
+    micro_batch_size=1,
+    grad_accum=1,
+    shuffle=False,
+    kl_coef=0.1,
+    gradient_checkpointing="on",
+    save_every=1,
+)
+
+
+@pytest.fixture(scope="module")
+def tied_model(tmp_path_factory):
+    from ssrkit.train.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tied") / "model", tie_word_embeddings=True)
+
+
+@pytest.fixture(scope="module")
+def arts(tmp_path_factory, tiny_tok):
+    from train_helpers import conversation, make_trajectory, write_artifact
+
+    root = tmp_path_factory.mktemp("arts")
+    return [
+        write_artifact(
+            root,
+            "a",
+            [
+                (make_trajectory(tiny_tok, conversation("first", 2)), True),
+                (make_trajectory(tiny_tok, conversation("second", 1), stored=False), False),
+                (make_trajectory(tiny_tok, conversation("third", 2)), False),
+                (make_trajectory(tiny_tok, conversation("fourth", 1), stored=False), True),
+            ],
+        )
+    ]
+
+
+def launch(backend: str, knobs: dict, model: Path, out: Path, arts: list[Path]) -> list[dict]:
+    if backend == "zero3":
+        pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install 'ssrkit[deepspeed]')")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(HERE)]),
+        "CUDA_VISIBLE_DEVICES": "",
+        "OMP_NUM_THREADS": "1",
+        "ACCELERATE_TORCH_DEVICE": "cpu",
+        "DS_ACCELERATOR": "cpu",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(ROOT / "recipes" / "accelerate" / BACKENDS[backend][0]),
+        "--num_processes",
+        "2",
+        "--main_process_port",
+        str(free_port()),
+        "--mixed_precision",
+        "no",
+        str(HERE / "sharded_worker.py"),
+        json.dumps({**knobs, "model": str(model)}),
+        str(out),
+        *map(str, arts),
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [json.loads(p.read_text()) for p in sorted((out / "ranks").glob("*.json"))]
+
+
+def weights(path: Path) -> dict:
+    return load_file(path / "model.safetensors")
+
+
+def metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def one_process(tied_model, arts, tmp_path_factory):
+    """The reference: one process accumulating the two ranks' micro-batches."""
+    out = tmp_path_factory.mktemp("single") / "out"
+    train(TrainConfig(model=str(tied_model), out=str(out), **{**KNOBS, "grad_accum": 2}), arts)
+    return out
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_sharded_run_matches_one_process_and_resumes(backend, tied_model, arts, one_process, tmp_path):
+    full = tmp_path / "full"
+    ranks = launch(backend, KNOBS, tied_model, full, arts)
+    _, distributed_type, param_type = BACKENDS[backend]
+    model_numel = sum(t.numel() for t in weights(tied_model).values())
+    assert {r["rank"] for r in ranks} == {0, 1} and {r["step"] for r in ranks} == {1, 2}
+    for r in ranks:
+        assert r["distributed_type"] == distributed_type and r["param_type"] == param_type
+        assert 0 < r["local_numel"] < model_numel  # each rank holds a shard, not the model
+
+    # the same update as one process, tied embeddings written once, the same loss and KL per step
+    a, b, base = weights(full), weights(one_process), weights(tied_model)
+    assert sorted(a) == sorted(b) == sorted(base) and "lm_head.weight" not in a
+    assert max((a[k] - base[k]).abs().max().item() for k in a) > 1e-4
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=1e-4), k
+    for ours, theirs in zip(metrics(full), metrics(one_process), strict=True):
+        assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-4)
+        assert ours["kl"] == pytest.approx(theirs["kl"], rel=1e-3, abs=1e-9)
+    assert metrics(full)[1]["kl"] > 0  # the reference really is the frozen start, not the moving policy
+
+    # stop after step 1 with its sharded state on disk, then resume the full schedule: the same weights
+    part = tmp_path / "part"
+    launch(backend, {**KNOBS, "max_steps": 1, "keep_state": True}, tied_model, part, arts)
+    assert (part / "state").is_dir()
+    state = json.loads((part / "trainer_state.json").read_text())
+    state.update(done=False, step=1)
+    (part / "trainer_state.json").write_text(json.dumps(state))
+    launch(backend, {**KNOBS, "resume": True}, tied_model, part, arts)
+    c = weights(part)
+    for k in a:
+        assert torch.allclose(a[k], c[k], atol=1e-7), k
+    assert [m["step"] for m in metrics(part)] == [1, 2]
