@@ -131,3 +131,32 @@ def test_trimmed_forward_matches_the_full_one_on_trained_tokens(tiny_tok):
     trimmed = forward_logprobs(model, batch, trim=True)
     assert torch.allclose(full[mask], trimmed[mask], atol=1e-5)
     assert torch.all(trimmed[:, :3] == 0)
+
+
+def test_initial_policy_as_old():
+    def one(logp_value, initial_value, sampler_value, advantage, **options):
+        logp = torch.tensor([[logp_value]], requires_grad=True)
+        loss, stats = grpo_token_loss(
+            logp,
+            torch.tensor([advantage]),
+            torch.ones(1, 1, dtype=torch.bool),
+            torch.tensor([[sampler_value]]),
+            options=LossOptions(**options),
+            initial_logp=torch.tensor([[initial_value]]),
+        )
+        loss.backward()
+        return loss.item(), logp.grad.item(), {k: v.item() for k, v in stats.items()}
+
+    nan = float("nan")
+    # ratio 1.5 against the initial policy, A > 0: clipped at 1.28, no gradient
+    loss, grad, stats = one(math.log(1.5), 0.0, nan, 1.0, old_logprobs="initial")
+    assert (loss, grad, stats["clipped_high"]) == (pytest.approx(-1.28), 0.0, 1.0)
+    # "sampler" falls back to the initial policy where the sampler's log-prob is unknown
+    assert one(math.log(1.5), 0.0, nan, 1.0)[:2] == (pytest.approx(-1.28), 0.0)
+    # "current" ignores it: ratio 1
+    assert one(math.log(1.5), 0.0, nan, 1.0, old_logprobs="current")[:2] == pytest.approx((-1.0, -1.0))
+    # decoupled PPO: ratio 1/3 against the initial policy, times the truncated weight min(initial/sampler, C) = 2
+    loss, grad, stats = one(0.0, math.log(3.0), 0.0, 1.0, old_logprobs="initial", is_cap=2.0)
+    assert (loss, grad, stats["is_corrected"]) == (pytest.approx(-2 / 3), pytest.approx(-2 / 3), 1.0)
+    # an unknown initial log-prob (NaN) falls back to the current one
+    assert one(math.log(1.5), nan, nan, 1.0, old_logprobs="initial")[:2] == pytest.approx((-1.0, -1.0))

@@ -126,3 +126,34 @@ def test_resume_continues_from_the_saved_state(arts, tiny_model_dir, tmp_path):
     assert steps == list(range(1, 9))
     again = run(arts, tiny_model_dir, part, resume=True, **knobs)
     assert again["skipped"]
+
+
+def test_initial_policy_logprobs_let_the_clip_act_across_epochs(arts, tiny_model_dir, tmp_path):
+    """Without sampler log-probs, "old" = the detached current log-prob keeps the ratio at 1 in every epoch; the
+    initial policy's log-probs (computed once, before the first update) make later epochs' ratios move and clip."""
+    knobs = dict(lr=1e-2, micro_batch_size=1, grad_accum=1, epochs=2)
+
+    def metrics(out):
+        return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+    current, initial, auto = (tmp_path / d for d in ("current", "initial", "auto"))
+    run(arts, tiny_model_dir, current, old_logprobs="current", **knobs)
+    run(arts, tiny_model_dir, initial, old_logprobs="initial", **knobs)
+    run(arts, tiny_model_dir, auto, **knobs)  # "sampler", but these rows have no sampler log-probs
+    cur, ini, aut = metrics(current), metrics(initial), metrics(auto)
+    assert len(cur) == len(ini) == 8
+    assert all(m["clip_frac"] == 0 for m in cur)
+    assert ini[0]["clip_frac"] == 0 and ini[0]["loss"] == pytest.approx(cur[0]["loss"], rel=1e-5)
+    assert max(m["clip_frac"] for m in ini[4:]) > 0.05  # epoch 2: the policy has moved away from the sampler's
+    assert [m["loss"] for m in aut] == pytest.approx([m["loss"] for m in ini], rel=1e-6)
+
+    # resumed mid-run, the initial log-probs come from the starting checkpoint, not the resumed weights
+    part = tmp_path / "part"
+    run(arts, tiny_model_dir, part, old_logprobs="initial", max_steps=5, keep_state=True, save_every=5, **knobs)
+    state = json.loads((part / "trainer_state.json").read_text())
+    state.update(done=False, step=5)
+    (part / "trainer_state.json").write_text(json.dumps(state))
+    run(arts, tiny_model_dir, part, old_logprobs="initial", resume=True, **knobs)
+    a, b = load_file(initial / "model.safetensors"), load_file(part / "model.safetensors")
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6), k

@@ -65,7 +65,7 @@ def train(
     epsilon_low: Annotated[Optional[float], typer.Option(rich_help_panel=_L, help="Lower clip range (0.2).")] = None,
     epsilon_high: Annotated[Optional[float], typer.Option(rich_help_panel=_L, help="Upper clip range (0.28).")] = None,
     old_logprobs: Annotated[
-        Optional[str], typer.Option(rich_help_panel=_L, help="PPO ratio against: sampler or current.")
+        Optional[str], typer.Option(rich_help_panel=_L, help="PPO ratio against: sampler, initial or current.")
     ] = None,
     is_correction: Annotated[
         Optional[str], typer.Option(rich_help_panel=_L, help="Sampler mismatch correction: truncate, mask or none.")

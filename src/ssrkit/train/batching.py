@@ -37,8 +37,11 @@ def local_micro_batches(
     return [mine[j * micro_batch_size : (j + 1) * micro_batch_size] for j in range(grad_accum)]
 
 
-def collate(examples: Sequence[Example | None], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded tensors. Targets are shifted: loss_mask/sampler_logprobs[:, t] belong to input_ids[:, t+1]."""
+def collate(
+    examples: Sequence[Example | None], pad_id: int, initial: Sequence[torch.Tensor | None] | None = None
+) -> dict[str, torch.Tensor]:
+    """Right-padded tensors. Targets are shifted: loss_mask/sampler_logprobs[:, t] belong to input_ids[:, t+1].
+    `initial`: per row, the starting policy's log-probs of its targets (length len(input_ids) - 1), or None."""
     rows = [e for e in examples if e is not None]
     length = max([len(e.input_ids) for e in rows] + [2])
     n = len(examples)
@@ -46,6 +49,7 @@ def collate(examples: Sequence[Example | None], pad_id: int) -> dict[str, torch.
     attention_mask = torch.zeros((n, length), dtype=torch.long)
     loss_mask = torch.zeros((n, length - 1), dtype=torch.bool)
     sampler = torch.full((n, length - 1), float("nan"), dtype=torch.float32)
+    initial_logprobs = torch.full((n, length - 1), float("nan"), dtype=torch.float32)
     advantages = torch.zeros(n, dtype=torch.float32)
     temperature = torch.ones(n, dtype=torch.float32)
     for i, e in enumerate(examples):
@@ -57,6 +61,8 @@ def collate(examples: Sequence[Example | None], pad_id: int) -> dict[str, torch.
         attention_mask[i, :t] = 1
         loss_mask[i, : t - 1] = torch.tensor(e.loss_mask[1:], dtype=torch.bool)
         sampler[i, : t - 1] = torch.tensor(e.sampler_logprobs[1:], dtype=torch.float32)
+        if initial is not None and initial[i] is not None:
+            initial_logprobs[i, : t - 1] = initial[i]
         advantages[i] = e.advantage
         temperature[i] = e.temperature
     return {
@@ -64,6 +70,7 @@ def collate(examples: Sequence[Example | None], pad_id: int) -> dict[str, torch.
         "attention_mask": attention_mask,
         "loss_mask": loss_mask,
         "sampler_logprobs": sampler,
+        "initial_logprobs": initial_logprobs,
         "advantages": advantages,
         "temperature": temperature,
     }

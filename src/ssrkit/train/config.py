@@ -40,7 +40,9 @@ class TrainConfig:
     # loss
     epsilon_low: float = 0.2
     epsilon_high: float = 0.28
-    old_logprobs: str = "sampler"  # PPO ratio against: "sampler" log-probs (when stored) or "current" (detached)
+    # PPO ratio against: "sampler" log-probs where stored (elsewhere the initial policy's when epochs > 1, else the
+    # current ones), "initial" (the starting checkpoint's, one no-grad pass) or "current" (detached: ratio 1)
+    old_logprobs: str = "sampler"
     is_correction: str = "truncate"  # sampler/trainer mismatch: "truncate", "mask" or "none"
     is_cap: float = 2.0  # importance weights are capped at C (truncate) or kept only within [1/C, C] (mask)
     kl_coef: float = 0.0  # KL to the frozen initial policy (k3 estimator); 0 loads no reference model
@@ -76,7 +78,7 @@ class TrainConfig:
 
 _CHOICES = {
     "singleton": ("baseline", "drop"),
-    "old_logprobs": ("sampler", "current"),
+    "old_logprobs": ("sampler", "initial", "current"),
     "is_correction": ("truncate", "mask", "none"),
     "mixed_precision": ("auto", "no", "bf16", "fp16"),
     "gradient_checkpointing": ("auto", "on", "off"),

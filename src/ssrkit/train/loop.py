@@ -246,6 +246,53 @@ def forward_logprobs(model: Any, batch: dict[str, torch.Tensor], trim: bool = Tr
     return logp
 
 
+def needs_initial_logprobs(cfg: TrainConfig, examples: Sequence[Example]) -> bool:
+    """Whether the PPO ratio needs the starting policy's log-probs: always with --old-logprobs initial; with
+    "sampler" when a row is trained more than once (epochs > 1) and some trained token has no sampler log-prob.
+    (Against the detached current log-prob the ratio is 1 at every step and the clip never acts.)"""
+    if cfg.old_logprobs == "initial":
+        return True
+    if cfg.old_logprobs != "sampler" or cfg.epochs < 2:
+        return False
+    return any(m and math.isnan(s) for e in examples for m, s in zip(e.loss_mask, e.sampler_logprobs))
+
+
+def initial_logprobs(
+    model: Any,
+    accelerator: Accelerator,
+    examples: Sequence[Example],
+    plan: Sequence[Sequence[int]],
+    cfg: TrainConfig,
+    pad_id: int,
+    trim: bool,
+) -> dict[int, torch.Tensor]:
+    """The starting policy's log-probs on every row this process will train, from one no-grad pass before any
+    update. Every process runs the same number of forward passes (FSDP and ZeRO-3 gather weights collectively)."""
+    world, rank, size = accelerator.num_processes, accelerator.process_index, cfg.micro_batch_size
+    mine = list(
+        dict.fromkeys(
+            i
+            for step in plan
+            for mb in local_micro_batches(step, rank, world, size, cfg.grad_accum)
+            for i in mb
+            if i is not None
+        )
+    )
+    chunks: list[list[int | None]] = [list(mine[k : k + size]) for k in range(0, len(mine), size)]
+    most = int(accelerator.gather(torch.tensor([len(chunks)], device=accelerator.device)).max())
+    chunks += [[None] * size for _ in range(most - len(chunks))]
+    out: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        for chunk in chunks:
+            batch = collate([examples[i] if i is not None else None for i in chunk], pad_id)
+            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+            logp = forward_logprobs(model, batch, trim).float().cpu()
+            for j, i in enumerate(chunk):
+                if i is not None:
+                    out[i] = logp[j, : len(examples[i].input_ids) - 1].clone()
+    return out
+
+
 StepHook = Callable[[int, dict[str, Any], Any, Accelerator], None]
 
 
@@ -327,10 +374,19 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     steps_per_epoch = math.ceil(len(examples) / global_batch)
     if cfg.max_steps:
         plan = plan[: cfg.max_steps]
-    start_step = 0
+    start_step = int(prior["step"]) if resuming else 0
+    initial: dict[int, torch.Tensor] = {}
+    if needs_initial_logprobs(cfg, examples):  # before any update, and before a resumed state replaces the weights
+        started = time.perf_counter()
+        initial = initial_logprobs(model, accelerator, examples, plan[start_step:], cfg, pad_id, trim)
+        log.info(
+            "old log-probs: the initial policy's on %d rows (%.1f s), so the clipped ratio acts across steps%s",
+            len(initial),
+            time.perf_counter() - started,
+            "" if cfg.old_logprobs == "initial" else " (tokens without sampler log-probs, more than one epoch)",
+        )
     if resuming:
         accelerator.load_state(str(out / ckpt.STATE_DIR))
-        start_step = int(prior["step"])
         log.info("resumed %s at step %d of %d", out, start_step, len(plan))
     log.info(
         "%d rows, %d steps of %d rows (%d per micro-batch x %d accumulation x %d processes) on %s",
@@ -363,11 +419,14 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     for step in range(start_step, len(plan)):
         started = time.perf_counter()
         grad_norm = None
-        micro_batches: list[list[Example | None]] = [
-            [examples[i] if i is not None else None for i in mb]
+        batches = [
+            collate(
+                [examples[i] if i is not None else None for i in mb],
+                pad_id,
+                [initial.get(i) if i is not None else None for i in mb] if initial else None,
+            )
             for mb in local_micro_batches(plan[step], rank, world, cfg.micro_batch_size, cfg.grad_accum)
         ]
-        batches = [collate(mb, pad_id) for mb in micro_batches]
         # the global count of trained tokens in this step: every process, every micro-batch
         local_tokens = torch.tensor(float(sum(int(b["loss_mask"].sum()) for b in batches)), device=accelerator.device)
         global_tokens = accelerator.reduce(local_tokens, reduction="sum").item()
@@ -386,7 +445,13 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
                     with torch.no_grad():
                         ref_logp = forward_logprobs(ref_model, batch, trim)
                 loss_sum, stats = grpo_token_loss(
-                    logp, batch["advantages"], batch["loss_mask"], batch["sampler_logprobs"], ref_logp, loss_options
+                    logp,
+                    batch["advantages"],
+                    batch["loss_mask"],
+                    batch["sampler_logprobs"],
+                    ref_logp,
+                    loss_options,
+                    batch["initial_logprobs"] if initial else None,
                 )
                 accelerator.backward(loss_sum * scale)
                 if accelerator.sync_gradients:
