@@ -30,7 +30,8 @@ BACKENDS = {
     "fsdp2": ("fsdp2.yaml", "FSDP", "DTensor"),
     "zero3": ("deepspeed_zero3.yaml", "DEEPSPEED", "Parameter"),
 }
-# AdamW with a huge eps makes each update ~ lr/eps * gradient (see test_step.py); KL and checkpointing switched on
+# AdamW with a huge eps makes each update ~ lr/eps * gradient (see test_step.py); KL, activation checkpointing and
+# the initial policy's log-probs (a no-grad pass over the sharded model before the first update) switched on
 KNOBS = dict(
     lr=100.0,
     adam_eps=1e4,
@@ -41,6 +42,7 @@ KNOBS = dict(
     kl_coef=0.1,
     gradient_checkpointing="on",
     save_every=1,
+    old_logprobs="initial",
 )
 
 
