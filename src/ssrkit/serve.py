@@ -147,9 +147,14 @@ class RestartStrategy:
 class LoRAStrategy:
     """Hot-swap a LoRA adapter into the running server (the base checkpoint stays loaded)."""
 
-    def __init__(self, name_prefix: str = "policy"):
+    def __init__(self, name_prefix: str = "policy", loaded: list[str] | None = None):
         self.name_prefix = name_prefix
-        self.loaded: list[str] = []
+        self.loaded: list[str] = list(loaded or [])  # adapters the server holds (a reattached server's, too)
+
+    def next_name(self) -> str:
+        """`PREFIX-N`, N one past the newest loaded adapter: vLLM refuses a name that is already loaded."""
+        numbers = [int(n.rsplit("-", 1)[1]) for n in self.loaded if n.rsplit("-", 1)[-1].isdigit()]
+        return f"{self.name_prefix}-{max(numbers, default=0) + 1}"
 
     def prepare(self, config: ServeConfig) -> None:
         if "--enable-lora" not in config.args:
@@ -157,7 +162,7 @@ class LoRAStrategy:
         config.env = {**config.env, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 
     def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
-        name = f"{self.name_prefix}-{len(self.loaded) + 1}"
+        name = self.next_name()
         status, text = _http(
             "POST",
             f"{server.url}/v1/load_lora_adapter",

@@ -55,6 +55,9 @@ def main():
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             if self.path == "/v1/load_lora_adapter" and lora_enabled:
+                if any(m["id"] == body["lora_name"] for m in models):  # as vLLM does
+                    self.reply(400, {"error": f"The lora adapter '{body['lora_name']}' has already been loaded."})
+                    return
                 models.append({"id": body["lora_name"], "object": "model", "root": body["lora_path"], "parent": name})
                 self.reply(200, f"Success: LoRA adapter '{body['lora_name']}' added successfully.")
             elif self.path == "/v1/unload_lora_adapter" and lora_enabled:

@@ -88,6 +88,8 @@ def test_served_model_name_and_lora_hot_swap(fake_vllm, tmp_path):
         assert server.model == "policy-1" and server.models() == ["policy", "policy-1"]
         server.refresh(tmp_path / "adapter-2")
         assert server.models() == ["policy", "policy-2"] and server.process.pid == pid  # no restart
+        server.refresh(tmp_path / "adapter-3")  # a fresh name each time: vLLM refuses one already loaded
+        assert server.model == "policy-3" and server.models() == ["policy", "policy-3"]
 
 
 def test_failures_are_reported(fake_vllm, tmp_path, monkeypatch):
