@@ -9,11 +9,12 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from ssrkit.serve import PolicyServer, ServeConfig, ServeError
+from ssrkit.serve import NCCLStrategy, PolicyServer, ServeConfig, ServeError, VLLMNCCLTransport
 
 pytestmark = pytest.mark.train
 HERE = Path(__file__).parent
@@ -187,3 +188,127 @@ def test_cli_foreground_stops_its_group_on_sigterm(fake_vllm, tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
+
+
+# -- the nccl strategy: HTTP control plane for real, gloo standing in for NCCL ----------------------------------
+
+PUSH = ["/pause", "/start_weight_update", "/update_weights", "/finish_weight_update", "/resume"]
+
+
+def fake_state(server: PolicyServer) -> dict:
+    with urllib.request.urlopen(f"{server.url}/fake/weights", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def checkpoint_digests(checkpoint: Path) -> dict:
+    """What the server should hold after a push of `checkpoint`: sha256, dtype and shape of every tensor."""
+    import hashlib
+
+    import torch
+    from safetensors.torch import load_file
+
+    out = {}
+    for f in checkpoint.glob("*.safetensors"):
+        for name, t in load_file(f).items():
+            data = t.contiguous().view(torch.uint8).numpy().tobytes()
+            out[name] = {"sha256": hashlib.sha256(data).hexdigest(), "dtype": str(t.dtype).split(".")[-1],
+                         "shape": list(t.shape)}
+    return out
+
+
+def bf16_shards(src: Path, out: Path) -> Path:
+    """`src`'s weights as bfloat16, split over two .safetensors files (as sharded checkpoints are)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = sorted(load_file(src / "model.safetensors").items())
+    out.mkdir()
+    half = len(tensors) // 2
+    for i, part in enumerate((tensors[:half], tensors[half:])):
+        save_file({n: (t + 1).to(torch.bfloat16) for n, t in part}, out / f"model-0000{i + 1}-of-00002.safetensors")
+    return out
+
+
+def test_nccl_pushes_weights_into_the_running_server(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    from ssrkit.train.tiny import save_tiny_model
+
+    transport = GlooTransport()
+    strategy = NCCLStrategy(transport=transport, timeout=30)
+    with PolicyServer(config(tmp_path, served_model_name="policy", strategy="nccl"), strategy) as server:
+        assert "--weight-transfer-config" in server.config.args and server.config.env["VLLM_SERVER_DEV_MODE"] == "1"
+        server.start(tiny_model_dir)
+        pid = server.process.pid
+        assert fake_state(server) == {"weights": {}, "paused": False, "calls": []}
+
+        second = save_tiny_model(tmp_path / "second", seed=1)
+        expected = checkpoint_digests(second)
+        assert expected != checkpoint_digests(tiny_model_dir)  # the push has something to show
+        server.refresh(second)
+        state = fake_state(server)
+        assert state["weights"] == expected and sorted(transport.sent) == sorted(expected)
+        assert state["calls"] == ["/get_world_size", "/init_weight_transfer_engine", *PUSH]
+        assert not state["paused"]
+        assert server.process.pid == pid and server.process.poll() is None  # pushed into the same process: no restart
+        assert server.checkpoint == str(second) and server.model == "policy" and server.models() == ["policy"]
+
+        third = bf16_shards(second, tmp_path / "third")
+        server.refresh(third)
+        state = fake_state(server)
+        assert state["weights"] == checkpoint_digests(third)
+        assert {w["dtype"] for w in state["weights"].values()} == {"bfloat16"}
+        assert state["calls"] == ["/get_world_size", "/init_weight_transfer_engine", *PUSH, *PUSH]  # group kept
+        assert transport.inits == 1 and server.process.pid == pid and server.checkpoint == str(third)
+
+
+def test_nccl_against_a_server_without_weight_transfer_fails_fast(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    with PolicyServer(config(tmp_path)) as server:  # started by the restart strategy: no dev mode, no config
+        server.start(tiny_model_dir)
+        strategy = NCCLStrategy(transport=GlooTransport(timeout=10), timeout=10)
+        started = time.monotonic()
+        with pytest.raises(ServeError) as err:
+            strategy.refresh(server, str(tiny_model_dir))
+        assert time.monotonic() - started < 5
+        message = str(err.value)
+        assert "GET /get_world_size answered 404" in message and "not started with the nccl strategy" in message
+        assert "\n" not in message and strategy.group is None and server.checkpoint == str(tiny_model_dir)
+
+
+def test_nccl_resumes_the_server_when_the_update_fails(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    transport = GlooTransport(timeout=10)
+    transport.packed = True  # announced as packed: the fake refuses to unpack, after /pause
+    strategy = NCCLStrategy(transport=transport, timeout=15)
+    with PolicyServer(config(tmp_path, strategy="nccl"), strategy) as server:
+        server.start(tiny_model_dir)
+        started = time.monotonic()
+        with pytest.raises(ServeError, match=r"POST /update_weights answered 500: .*packed broadcasts"):
+            server.refresh(tiny_model_dir)
+        assert time.monotonic() - started < 10
+        state = fake_state(server)
+        assert state["calls"][-3:] == ["/start_weight_update", "/update_weights", "/resume"] and not state["paused"]
+        assert strategy.group is None  # a failed transfer leaves the group unusable: the next refresh forms one
+
+
+def vllm_and_cuda() -> bool:
+    import importlib.util
+
+    import torch
+
+    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+
+
+def test_vllm_nccl_transport_says_what_it_needs():
+    if vllm_and_cuda():
+        pytest.skip("vLLM and CUDA are here: the transport would work")
+    need = "the nccl strategy pushes weights from a CUDA GPU with vLLM installed on this machine; use --strategy restart"
+    with pytest.raises(ServeError, match=need) as err:
+        VLLMNCCLTransport()
+    assert "\n" not in str(err.value)
+    with pytest.raises(ServeError, match=need):  # the default transport: refused before any call to the server
+        NCCLStrategy().refresh(PolicyServer(ServeConfig(port=free_port())), "ckpt")
+
