@@ -387,21 +387,48 @@ def _free_port(host: str) -> int:
 STRATEGIES = {"restart": RestartStrategy, "lora": LoRAStrategy, "nccl": NCCLStrategy}
 
 
+def check_strategy(name: str) -> None:
+    if name not in STRATEGIES:
+        raise ServeError(f"unknown refresh strategy {name!r}: use one of {', '.join(STRATEGIES)}")
+
+
 class PolicyServer:
+    """One `vllm serve` process group: started here (`start`) or started earlier and found again (`attach`)."""
+
     def __init__(self, config: ServeConfig | None = None, strategy: RefreshStrategy | None = None):
         self.config = config or ServeConfig()
         if strategy is None:
-            if self.config.strategy not in STRATEGIES:
-                raise ServeError(
-                    f"unknown refresh strategy {self.config.strategy!r}: use one of {', '.join(STRATEGIES)}"
-                )
+            check_strategy(self.config.strategy)
             strategy = STRATEGIES[self.config.strategy]()
         self.strategy = strategy
         self.strategy.prepare(self.config)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | None = None  # set when we started it
+        self.pid: int | None = None  # its process-group id, ours or attached
         self.checkpoint: str | None = None
         self.model: str | None = None  # the name clients send as `model`
         self._log: IO[bytes] | None = None
+
+    @classmethod
+    def attach(
+        cls,
+        config: ServeConfig,
+        pid: int,
+        checkpoint: str,
+        model: str | None = None,
+        strategy: RefreshStrategy | None = None,
+    ) -> "PolicyServer":
+        """The server already running as process group `pid` (e.g. from `ssrkit serve --detach`), started with
+        `config` on `checkpoint`: refresh and stop work on it as on one started here; nothing is started."""
+        server = cls(config, strategy)
+        server.pid = pid
+        server.checkpoint = str(checkpoint)
+        server.model = model or config.served_model_name or str(checkpoint)
+        return server
+
+    def running(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return self.pid is not None and _group_alive(self.pid)
 
     @property
     def url(self) -> str:
@@ -418,8 +445,8 @@ class PolicyServer:
         return cmd + list(self.config.args)
 
     def start(self, checkpoint: str | Path, wait: bool = True) -> None:
-        if self.process is not None and self.process.poll() is None:
-            raise ServeError(f"server already running (pid {self.process.pid})")
+        if self.running():
+            raise ServeError(f"server already running (pid {self.pid})")
         if shutil.which(self.config.command[0]) is None:
             hint = " (pip install 'ssrkit[vllm]')" if Path(self.config.command[0]).name == "vllm" else ""
             raise ServeError(f"command not found: {self.config.command[0]}{hint}")
@@ -437,6 +464,7 @@ class PolicyServer:
             stdout=self._log if self._log else _stderr_fd(),  # our stdout stays free for results (--json)
             stderr=subprocess.STDOUT,
         )
+        self.pid = self.process.pid
         self.checkpoint = str(checkpoint)
         self.model = self.config.served_model_name or str(checkpoint)
         if wait:
@@ -485,15 +513,16 @@ class PolicyServer:
 
     def refresh(self, checkpoint: str | Path) -> None:
         """Serve `checkpoint` from now on, by the configured strategy."""
-        if self.process is None or self.process.poll() is not None:
+        if not self.running():
             self.start(checkpoint)
             return
         self.strategy.refresh(self, str(checkpoint))
 
     def stop(self) -> None:
-        if self.process is not None:
-            kill_group(self.process.pid, self.config.stop_timeout, self.process)
-            self.process = None
+        if self.pid is not None:
+            kill_group(self.pid, self.config.stop_timeout, self.process)
+        self.process = None
+        self.pid = None
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -503,3 +532,104 @@ class PolicyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- a detached server, found again through its pid file -------------------------------------------------------
+#
+# `ssrkit serve --detach` writes the process-group id to PID_FILE (what scripts read) and the server's settings to
+# PID_FILE.json, so that a later `--refresh` can rebuild the PolicyServer (by `attach`) and move it by its strategy.
+
+
+def sidecar_path(pid_file: Path) -> Path:
+    return pid_file.with_name(pid_file.name + ".json")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def record_detached(server: PolicyServer, pid_file: Path) -> None:
+    """Write `server`'s process-group id to `pid_file` and its settings (and LoRA adapters) to the sidecar."""
+    config = server.config
+    state = {
+        "pid": server.pid,
+        "host": config.host,
+        "port": config.port,
+        "strategy": config.strategy,
+        "served_model_name": config.served_model_name,
+        "command": config.command,
+        "args": config.args,
+        "log": str(config.log_file) if config.log_file is not None else None,
+        "ready_timeout": config.ready_timeout,
+        "checkpoint": server.checkpoint,
+        "model": server.model,
+    }
+    if isinstance(server.strategy, LoRAStrategy):
+        state["lora_adapters"] = server.strategy.loaded
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(sidecar_path(pid_file), json.dumps(state, indent=2) + "\n")
+    _write_atomic(pid_file, f"{server.pid}\n")
+
+
+def attach_detached(pid_file: Path) -> PolicyServer:
+    """The running server recorded by `record_detached`, as a PolicyServer with its strategy's state restored."""
+    sidecar = sidecar_path(pid_file)
+    try:
+        state = json.loads(sidecar.read_text())
+    except OSError:
+        raise ServeError(
+            f"no server recorded in {pid_file} (start one with `ssrkit serve CHECKPOINT --detach --pid-file "
+            f"{pid_file}`)"
+        ) from None
+    except ValueError as exc:
+        raise ServeError(f"{sidecar} is not valid JSON ({exc}): stop the server and start it again") from None
+    try:
+        config = ServeConfig(
+            command=list(state["command"]),
+            host=state["host"],
+            port=int(state["port"]),
+            args=list(state["args"]),
+            served_model_name=state["served_model_name"],
+            strategy=state["strategy"],
+            ready_timeout=float(state["ready_timeout"]),
+            log_file=Path(state["log"]) if state["log"] else None,
+        )
+        pid, checkpoint, model = int(state["pid"]), state["checkpoint"], state["model"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ServeError(f"{sidecar} lacks a server setting ({exc!r}): stop the server and start it again") from None
+    check_strategy(config.strategy)
+    strategy = LoRAStrategy(loaded=state.get("lora_adapters")) if config.strategy == "lora" else None
+    server = PolicyServer.attach(config, pid, checkpoint, model, strategy)
+    if not server.running():
+        raise ServeError(f"the server recorded in {pid_file} (process group {server.pid}) is not running")
+    return server
+
+
+def refresh_detached(pid_file: Path, checkpoint: str | Path, strategy: str | None = None) -> PolicyServer:
+    """Move the detached server of `pid_file` to `checkpoint` by the strategy it was started with."""
+    server = attach_detached(pid_file)
+    if strategy is not None:
+        check_strategy(strategy)
+        if strategy != server.config.strategy:
+            raise ServeError(
+                f"the server in {pid_file} was started with strategy {server.config.strategy!r}, not {strategy!r}: "
+                "stop it and start it again to change"
+            )
+    server.refresh(checkpoint)
+    record_detached(server, pid_file)
+    return server
+
+
+def stop_detached(pid_file: Path, stop_timeout: float = 30.0) -> int:
+    """Stop the server recorded in `pid_file`, remove its records, and return its process-group id."""
+    try:
+        pgid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        raise ServeError(f"no server recorded in {pid_file}") from None
+    kill_group(pgid, stop_timeout)
+    pid_file.unlink(missing_ok=True)
+    sidecar_path(pid_file).unlink(missing_ok=True)
+    return pgid

@@ -312,3 +312,102 @@ def test_vllm_nccl_transport_says_what_it_needs():
     with pytest.raises(ServeError, match=need):  # the default transport: refused before any call to the server
         NCCLStrategy().refresh(PolicyServer(ServeConfig(port=free_port())), "ckpt")
 
+
+# -- ssrkit serve --strategy / --refresh ---------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from ssrkit.cli.serve import main; main()", *map(str, args)],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def models_at(port: int) -> list[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
+        return [m["id"] for m in json.loads(response.read())["data"]]
+
+
+def wait_dead(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_cli_refresh_by_lora_keeps_the_process(fake_vllm, tmp_path):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    proc = cli(tmp_path / "base", "--detach", "--strategy", "lora", "--served-model-name", "policy", *common)
+    assert proc.returncode == 0, proc.stderr
+    pid = int(pid_file.read_text())
+    recorded = json.loads((tmp_path / "vllm.pid.json").read_text())
+    assert recorded["strategy"] == "lora" and recorded["pid"] == pid and "--enable-lora" in recorded["args"]
+    for n in (1, 2, 3):  # each refresh is a new ssrkit process: the loaded adapter comes from the record
+        proc = cli(tmp_path / f"adapter-{n}", "--refresh", "--json", *common)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"base_url": f"http://127.0.0.1:{port}/v1", "model": f"policy-{n}",
+                                           "pid": pid}
+        assert models_at(port) == ["policy", f"policy-{n}"]
+    assert alive(pid) and int(pid_file.read_text()) == pid  # hot-swapped into the same server
+    assert json.loads((tmp_path / "vllm.pid.json").read_text())["checkpoint"] == str(tmp_path / "adapter-3")
+
+    proc = cli(tmp_path / "adapter-4", "--refresh", "--strategy", "restart", *common)
+    assert proc.returncode == 2 and "started with strategy 'lora', not 'restart'" in proc.stderr
+    assert cli("--stop", "--pid-file", pid_file).returncode == 0
+    assert wait_dead(pid) and not pid_file.exists() and not (tmp_path / "vllm.pid.json").exists()
+
+
+def test_cli_refresh_by_restart_and_errors(fake_vllm, tmp_path):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    assert cli(tmp_path / "ckpt-a", "--detach", *common).returncode == 0
+    first = int(pid_file.read_text())
+    proc = cli(tmp_path / "ckpt-b", "--refresh", *common)
+    assert proc.returncode == 0, proc.stderr
+    second = int(pid_file.read_text())
+    assert second != first and wait_dead(first) and alive(second)
+    assert models_at(port) == [str(tmp_path / "ckpt-b")]
+    assert proc.stdout.strip() == f"serving {tmp_path / 'ckpt-b'} as {tmp_path / 'ckpt-b'} at " \
+        f"http://127.0.0.1:{port}/v1 (pid {second})"
+
+    os.killpg(second, 9)  # the server died behind our back
+    assert wait_dead(second)
+    proc = cli(tmp_path / "ckpt-c", "--refresh", *common)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: the server recorded in {pid_file} (process group {second}) is not running\n"
+    assert cli("--stop", "--pid-file", pid_file).returncode == 0
+
+    proc = cli(tmp_path / "ckpt", "--refresh", "--pid-file", tmp_path / "none.pid")
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: no server recorded in {tmp_path / 'none.pid'}")
+    assert proc.stderr.count("\n") == 1
+
+    proc = cli(tmp_path / "ckpt", "--detach", "--strategy", "bogus", *common)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: unknown refresh strategy 'bogus': use one of restart, lora, nccl\n"
+    assert not port_taken(port)  # nothing was started
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_cli_nccl_starts_with_weight_transfer_and_says_what_refresh_needs(fake_vllm, tmp_path, tiny_model_dir):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    proc = cli(tiny_model_dir, "--detach", "--strategy", "nccl", "--served-model-name", "policy", *common)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_world_size", timeout=5) as response:
+            assert json.loads(response.read()) == {"world_size": 1}  # dev mode + --weight-transfer-config reached it
+        if vllm_and_cuda():
+            return  # a real push would be attempted here
+        proc = cli(tiny_model_dir, "--refresh", *common)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+        assert "use --strategy restart otherwise" in proc.stderr
+    finally:
+        cli("--stop", "--pid-file", pid_file)
