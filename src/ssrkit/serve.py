@@ -7,11 +7,19 @@
     server.stop()                       # the whole process group, SIGTERM then SIGKILL
 
 The server runs in its own process group, so stopping it also ends the workers vLLM spawns. Readiness means
-`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface: `restart`
-(any checkpoint, full weights) and `lora` (a LoRA adapter directory hot-swapped through
-`/v1/load_lora_adapter`, which needs vLLM started with `--enable-lora` and
-VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; both are set when the strategy is chosen). Faster full-weight transports
-(e.g. NCCL broadcast into a running server) can be added as further strategies.
+`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface (the flags
+and environment each needs are set when it is chosen):
+
+- `restart`: stop, start on the new checkpoint (any checkpoint, full weights; the slowest).
+- `lora`: hot-swap a LoRA adapter directory through `/v1/load_lora_adapter` (`--enable-lora`,
+  VLLM_ALLOW_RUNTIME_LORA_UPDATING=True).
+- `nccl`: push a full checkpoint's *.safetensors into the running server with vLLM's native weight transfer
+  (VLLM_SERVER_DEV_MODE=1, `--weight-transfer-config '{"backend": "nccl"}'`). This process sends, so it needs
+  vLLM and a CUDA GPU the server's workers do not use; the data plane is a `WeightTransport`, which tests replace
+  with a gloo stand-in on the CPU.
+
+A server started elsewhere (`ssrkit serve --detach`) is found again with `PolicyServer.attach`, or through its
+pid file with `attach_detached` / `refresh_detached` / `stop_detached`.
 """
 
 from __future__ import annotations
