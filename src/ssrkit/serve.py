@@ -352,15 +352,14 @@ class NCCLStrategy:
         deadline = time.monotonic() + self.timeout
         while len(done) < 2 and not any(not ok for ok, _ in done.values()) and time.monotonic() < deadline:
             time.sleep(0.01)
-        failures = [value for ok, value in done.values() if not ok]
-        if failures or len(done) < 2:
+        if len(done) < 2 or any(not ok for ok, _ in done.values()):
             self.group = None
         for key in ("http", "work"):  # the server's answer says most; a transport error comes next
             ok, value = done.get(key, (True, None))
             if not ok and isinstance(value, ServeError):
                 raise value
             if not ok:
-                raise ServeError(f"nccl refresh: sending weights for POST {path} failed: {value}") from value
+                raise ServeError(f"nccl refresh: the transport failed during POST {path}: {value}") from value
         if len(done) < 2:
             raise ServeError(f"nccl refresh: POST {path} not done after {self.timeout:.0f} s")
         return done["work"][1]
