@@ -7,11 +7,19 @@
     server.stop()                       # the whole process group, SIGTERM then SIGKILL
 
 The server runs in its own process group, so stopping it also ends the workers vLLM spawns. Readiness means
-`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface: `restart`
-(any checkpoint, full weights) and `lora` (a LoRA adapter directory hot-swapped through
-`/v1/load_lora_adapter`, which needs vLLM started with `--enable-lora` and
-VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; both are set when the strategy is chosen). Faster full-weight transports
-(e.g. NCCL broadcast into a running server) can be added as further strategies.
+`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface (the flags
+and environment each needs are set when it is chosen):
+
+- `restart`: stop, start on the new checkpoint (any checkpoint, full weights; the slowest).
+- `lora`: hot-swap a LoRA adapter directory through `/v1/load_lora_adapter` (`--enable-lora`,
+  VLLM_ALLOW_RUNTIME_LORA_UPDATING=True).
+- `nccl`: push a full checkpoint's *.safetensors into the running server with vLLM's native weight transfer
+  (VLLM_SERVER_DEV_MODE=1, `--weight-transfer-config '{"backend": "nccl"}'`). This process sends, so it needs
+  vLLM and a CUDA GPU the server's workers do not use; the data plane is a `WeightTransport`, which tests replace
+  with a gloo stand-in on the CPU.
+
+A server started elsewhere (`ssrkit serve --detach`) is found again with `PolicyServer.attach`, or through its
+pid file with `attach_detached` / `refresh_detached` / `stop_detached`.
 """
 
 from __future__ import annotations
@@ -24,12 +32,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Callable, Iterable, Protocol
 
 from .errors import SsrkitError
 
@@ -45,7 +54,7 @@ class ServeConfig:
     port: int = 8000
     args: list[str] = field(default_factory=list)  # e.g. ["--max-model-len", "32768", "--tensor-parallel-size", "2"]
     served_model_name: str | None = None  # a stable name for clients; default: vLLM's (the checkpoint path)
-    strategy: str = "restart"  # "restart" | "lora"
+    strategy: str = "restart"  # "restart" | "lora" | "nccl"
     ready_timeout: float = 900.0
     stop_timeout: float = 30.0
     poll_interval: float = 0.5
@@ -147,9 +156,14 @@ class RestartStrategy:
 class LoRAStrategy:
     """Hot-swap a LoRA adapter into the running server (the base checkpoint stays loaded)."""
 
-    def __init__(self, name_prefix: str = "policy"):
+    def __init__(self, name_prefix: str = "policy", loaded: list[str] | None = None):
         self.name_prefix = name_prefix
-        self.loaded: list[str] = []
+        self.loaded: list[str] = list(loaded or [])  # adapters the server holds (a reattached server's, too)
+
+    def next_name(self) -> str:
+        """`PREFIX-N`, N one past the newest loaded adapter: vLLM refuses a name that is already loaded."""
+        numbers = [int(n.rsplit("-", 1)[1]) for n in self.loaded if n.rsplit("-", 1)[-1].isdigit()]
+        return f"{self.name_prefix}-{max(numbers, default=0) + 1}"
 
     def prepare(self, config: ServeConfig) -> None:
         if "--enable-lora" not in config.args:
@@ -157,7 +171,7 @@ class LoRAStrategy:
         config.env = {**config.env, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 
     def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
-        name = f"{self.name_prefix}-{len(self.loaded) + 1}"
+        name = self.next_name()
         status, text = _http(
             "POST",
             f"{server.url}/v1/load_lora_adapter",
@@ -173,24 +187,255 @@ class LoRAStrategy:
         server.checkpoint = str(checkpoint)
 
 
-STRATEGIES = {"restart": RestartStrategy, "lora": LoRAStrategy}
+class WeightTransport(Protocol):
+    """The data plane of the nccl strategy: how tensors travel from this process into the server's workers.
+
+    The HTTP control plane (NCCLStrategy) is the same whatever carries the bytes, so the carrier is swappable:
+    VLLMNCCLTransport is the real one (CUDA + vLLM); tests use a gloo stand-in on the CPU.
+    """
+
+    device: str  # where the tensors must be when they are sent
+    packed: bool  # sent as vLLM's packed buffers (the server is told, so it unpacks the same way)
+
+    def init(self, master_address: str, master_port: int, world_size: int) -> Any:
+        """Form the transfer group as rank 0, the servers' workers being the other ranks; return the group."""
+
+    def send(self, group: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        """Broadcast each tensor, in order, from rank 0 to the group."""
+
+
+_NCCL_HINT = (
+    "the nccl strategy pushes weights from a CUDA GPU with vLLM installed on this machine; "
+    "use --strategy restart otherwise"
+)
+
+
+class VLLMNCCLTransport:
+    """vLLM's own NCCL weight-transfer engine, pushing from a CUDA GPU of this machine.
+
+    NCCL needs the pusher on a GPU that none of the server's workers uses: pick it with `device` ("cuda:1") or
+    CUDA_VISIBLE_DEVICES. vLLM is imported here, not at module import, so ssrkit works without it.
+    """
+
+    packed = True
+
+    def __init__(self, device: str = "cuda"):
+        try:
+            import torch
+            from vllm.distributed.weight_transfer.nccl_engine import (
+                NCCLTrainerSendWeightsArgs,
+                NCCLWeightTransferEngine,
+            )
+        except ImportError as exc:
+            raise ServeError(f"cannot import vLLM's weight transfer ({exc}): {_NCCL_HINT}") from None
+        if not torch.cuda.is_available():
+            raise ServeError(f"no CUDA device here: {_NCCL_HINT}")
+        self.device = device
+        self._torch = torch
+        self._engine = NCCLWeightTransferEngine
+        self._send_args = NCCLTrainerSendWeightsArgs
+
+    def init(self, master_address: str, master_port: int, world_size: int) -> Any:
+        with self._torch.cuda.device(self._torch.device(self.device)):  # vLLM uses the current device
+            return self._engine.trainer_init(
+                {"master_address": master_address, "master_port": master_port, "world_size": world_size}
+            )
+
+    def send(self, group: Any, named_tensors: Iterable[tuple[str, Any]]) -> None:
+        with self._torch.cuda.device(self._torch.device(self.device)):
+            self._engine.trainer_send_weights(
+                iterator=iter(named_tensors), trainer_args=self._send_args(group=group, packed=self.packed)
+            )
+
+
+class NCCLStrategy:
+    """Push a full checkpoint's weights into the running server over vLLM's native weight transfer (no restart).
+
+    The server needs VLLM_SERVER_DEV_MODE=1 and `--weight-transfer-config '{"backend": "nccl"}'` (set by
+    `prepare`). A refresh: form the transfer group once (GET /get_world_size, then POST
+    /init_weight_transfer_engine while this process joins as rank 0), then POST /pause, /start_weight_update,
+    /update_weights (while the transport broadcasts), /finish_weight_update, /resume. Names stay in checkpoint
+    format (`is_checkpoint_format`), so vLLM maps them onto its own layout as when it loads a checkpoint.
+    `master_address` is this machine as the server's workers reach it (127.0.0.1 unless they run elsewhere).
+    """
+
+    def __init__(
+        self, transport: WeightTransport | None = None, master_address: str = "127.0.0.1", timeout: float = 600.0
+    ):
+        self._transport = transport
+        self.master_address = master_address
+        self.timeout = timeout
+        self.group: Any = None
+
+    @property
+    def transport(self) -> WeightTransport:
+        if self._transport is None:  # made on first use: starting a server needs neither vLLM nor CUDA here
+            self._transport = VLLMNCCLTransport()
+        return self._transport
+
+    def prepare(self, config: ServeConfig) -> None:
+        if not any(a.split("=", 1)[0] == "--weight-transfer-config" for a in config.args):
+            config.args = [*config.args, "--weight-transfer-config", json.dumps({"backend": "nccl"})]
+        config.env = {**config.env, "VLLM_SERVER_DEV_MODE": "1"}
+
+    def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
+        transport = self.transport
+        tensors = _load_safetensors(checkpoint)
+        if self.group is None:
+            self.group = self._init_group(server, transport)
+        update_info = {
+            "names": [name for name, _ in tensors],
+            "dtype_names": [str(t.dtype).split(".")[-1] for _, t in tensors],
+            "shapes": [list(t.shape) for _, t in tensors],
+            "packed": transport.packed,
+        }
+        on_device = ((name, t.to(transport.device)) for name, t in tensors)  # one tensor at a time
+        self._call(server, "POST", "/pause")
+        try:
+            self._call(server, "POST", "/start_weight_update", {"is_checkpoint_format": True})
+            self._while(
+                server, "/update_weights", {"update_info": update_info}, lambda: transport.send(self.group, on_device)
+            )
+            self._call(server, "POST", "/finish_weight_update", {})
+        except BaseException as exc:
+            try:  # leave the server answering requests (with whatever weights it has) rather than paused
+                self._call(server, "POST", "/resume")
+            except ServeError as resume_exc:
+                if isinstance(exc, ServeError):
+                    raise ServeError(f"{exc}; resuming failed too: {resume_exc}") from None
+            raise
+        self._call(server, "POST", "/resume")
+        server.checkpoint = str(checkpoint)
+
+    def _init_group(self, server: "PolicyServer", transport: WeightTransport) -> Any:
+        workers = json.loads(self._call(server, "GET", "/get_world_size"))["world_size"]
+        world_size = workers + 1  # this process is rank 0, the workers follow from rank_offset 1
+        port = _free_port(self.master_address)
+        init_info = {"master_address": self.master_address, "master_port": port, "rank_offset": 1,
+                     "world_size": world_size}
+        return self._while(
+            server,
+            "/init_weight_transfer_engine",
+            {"init_info": init_info},
+            lambda: transport.init(self.master_address, port, world_size),
+        )
+
+    def _call(self, server: "PolicyServer", method: str, path: str, body: dict[str, Any] | None = None) -> str:
+        try:
+            status, text = _http(method, f"{server.url}{path}", body, timeout=self.timeout)
+        except OSError as exc:
+            raise ServeError(f"nccl refresh: {method} {path} failed: {exc}") from None
+        if status != 200:
+            raise ServeError(_nccl_http_error(method, path, status, text))
+        return text
+
+    def _while(self, server: "PolicyServer", path: str, body: dict[str, Any], work: Callable[[], Any]) -> Any:
+        """POST `path` and run `work` here at the same time: each blocks until the other side has joined.
+
+        Both run in threads and the first failure ends the wait, so a server that refuses at once (404, 500)
+        does not leave this process waiting for a rendezvous that will never come. After a failure the group
+        is dropped (the next refresh forms a new one): a half-done broadcast leaves it in an unknown state.
+        """
+        done: dict[str, tuple[bool, Any]] = {}
+
+        def run(key: str, fn: Callable[[], Any]) -> None:
+            try:
+                done[key] = (True, fn())
+            except BaseException as exc:  # reported by the waiting thread
+                done[key] = (False, exc)
+
+        def post() -> str:
+            return self._call(server, "POST", path, body)
+
+        for key, fn in (("http", post), ("work", work)):
+            threading.Thread(target=run, args=(key, fn), daemon=True, name=f"nccl-{key}").start()
+        deadline = time.monotonic() + self.timeout
+        while len(done) < 2 and not any(not ok for ok, _ in done.values()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if len(done) < 2 or any(not ok for ok, _ in done.values()):
+            self.group = None
+        for key in ("http", "work"):  # the server's answer says most; a transport error comes next
+            ok, value = done.get(key, (True, None))
+            if not ok and isinstance(value, ServeError):
+                raise value
+            if not ok:
+                raise ServeError(f"nccl refresh: the transport failed during POST {path}: {value}") from value
+        if len(done) < 2:
+            raise ServeError(f"nccl refresh: POST {path} not done after {self.timeout:.0f} s")
+        return done["work"][1]
+
+
+def _nccl_http_error(method: str, path: str, status: int, text: str) -> str:
+    message = f"nccl refresh: {method} {path} answered {status}: {text.strip()[:300]}"
+    if status == 404:
+        message += (
+            " (the server was not started with the nccl strategy, i.e. VLLM_SERVER_DEV_MODE=1 and "
+            "--weight-transfer-config, or its vLLM version lacks native weight transfer)"
+        )
+    return message
+
+
+def _load_safetensors(checkpoint: str | Path) -> list[tuple[str, Any]]:
+    """Every tensor of the checkpoint's *.safetensors files, on the CPU, by its checkpoint name."""
+    files = sorted(Path(checkpoint).glob("*.safetensors"))
+    if not files:
+        raise ServeError(f"no *.safetensors files in {checkpoint}: the nccl strategy pushes full weights")
+    from safetensors.torch import load_file
+
+    return [item for f in files for item in load_file(f).items()]
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+STRATEGIES = {"restart": RestartStrategy, "lora": LoRAStrategy, "nccl": NCCLStrategy}
+
+
+def check_strategy(name: str) -> None:
+    if name not in STRATEGIES:
+        raise ServeError(f"unknown refresh strategy {name!r}: use one of {', '.join(STRATEGIES)}")
 
 
 class PolicyServer:
+    """One `vllm serve` process group: started here (`start`) or started earlier and found again (`attach`)."""
+
     def __init__(self, config: ServeConfig | None = None, strategy: RefreshStrategy | None = None):
         self.config = config or ServeConfig()
         if strategy is None:
-            if self.config.strategy not in STRATEGIES:
-                raise ServeError(
-                    f"unknown refresh strategy {self.config.strategy!r}: use one of {', '.join(STRATEGIES)}"
-                )
+            check_strategy(self.config.strategy)
             strategy = STRATEGIES[self.config.strategy]()
         self.strategy = strategy
         self.strategy.prepare(self.config)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | None = None  # set when we started it
+        self.pid: int | None = None  # its process-group id, ours or attached
         self.checkpoint: str | None = None
         self.model: str | None = None  # the name clients send as `model`
         self._log: IO[bytes] | None = None
+
+    @classmethod
+    def attach(
+        cls,
+        config: ServeConfig,
+        pid: int,
+        checkpoint: str,
+        model: str | None = None,
+        strategy: RefreshStrategy | None = None,
+    ) -> "PolicyServer":
+        """The server already running as process group `pid` (e.g. from `ssrkit serve --detach`), started with
+        `config` on `checkpoint`: refresh and stop work on it as on one started here; nothing is started."""
+        server = cls(config, strategy)
+        server.pid = pid
+        server.checkpoint = str(checkpoint)
+        server.model = model or config.served_model_name or str(checkpoint)
+        return server
+
+    def running(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return self.pid is not None and _group_alive(self.pid)
 
     @property
     def url(self) -> str:
@@ -207,8 +452,8 @@ class PolicyServer:
         return cmd + list(self.config.args)
 
     def start(self, checkpoint: str | Path, wait: bool = True) -> None:
-        if self.process is not None and self.process.poll() is None:
-            raise ServeError(f"server already running (pid {self.process.pid})")
+        if self.running():
+            raise ServeError(f"server already running (pid {self.pid})")
         if shutil.which(self.config.command[0]) is None:
             hint = " (pip install 'ssrkit[vllm]')" if Path(self.config.command[0]).name == "vllm" else ""
             raise ServeError(f"command not found: {self.config.command[0]}{hint}")
@@ -226,6 +471,7 @@ class PolicyServer:
             stdout=self._log if self._log else _stderr_fd(),  # our stdout stays free for results (--json)
             stderr=subprocess.STDOUT,
         )
+        self.pid = self.process.pid
         self.checkpoint = str(checkpoint)
         self.model = self.config.served_model_name or str(checkpoint)
         if wait:
@@ -274,15 +520,16 @@ class PolicyServer:
 
     def refresh(self, checkpoint: str | Path) -> None:
         """Serve `checkpoint` from now on, by the configured strategy."""
-        if self.process is None or self.process.poll() is not None:
+        if not self.running():
             self.start(checkpoint)
             return
         self.strategy.refresh(self, str(checkpoint))
 
     def stop(self) -> None:
-        if self.process is not None:
-            kill_group(self.process.pid, self.config.stop_timeout, self.process)
-            self.process = None
+        if self.pid is not None:
+            kill_group(self.pid, self.config.stop_timeout, self.process)
+        self.process = None
+        self.pid = None
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -292,3 +539,104 @@ class PolicyServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- a detached server, found again through its pid file -------------------------------------------------------
+#
+# `ssrkit serve --detach` writes the process-group id to PID_FILE (what scripts read) and the server's settings to
+# PID_FILE.json, so that a later `--refresh` can rebuild the PolicyServer (by `attach`) and move it by its strategy.
+
+
+def sidecar_path(pid_file: Path) -> Path:
+    return pid_file.with_name(pid_file.name + ".json")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def record_detached(server: PolicyServer, pid_file: Path) -> None:
+    """Write `server`'s process-group id to `pid_file` and its settings (and LoRA adapters) to the sidecar."""
+    config = server.config
+    state = {
+        "pid": server.pid,
+        "host": config.host,
+        "port": config.port,
+        "strategy": config.strategy,
+        "served_model_name": config.served_model_name,
+        "command": config.command,
+        "args": config.args,
+        "log": str(config.log_file) if config.log_file is not None else None,
+        "ready_timeout": config.ready_timeout,
+        "checkpoint": server.checkpoint,
+        "model": server.model,
+    }
+    if isinstance(server.strategy, LoRAStrategy):
+        state["lora_adapters"] = server.strategy.loaded
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(sidecar_path(pid_file), json.dumps(state, indent=2) + "\n")
+    _write_atomic(pid_file, f"{server.pid}\n")
+
+
+def attach_detached(pid_file: Path) -> PolicyServer:
+    """The running server recorded by `record_detached`, as a PolicyServer with its strategy's state restored."""
+    sidecar = sidecar_path(pid_file)
+    try:
+        state = json.loads(sidecar.read_text())
+    except OSError:
+        raise ServeError(
+            f"no server recorded in {pid_file} (start one with `ssrkit serve CHECKPOINT --detach --pid-file "
+            f"{pid_file}`)"
+        ) from None
+    except ValueError as exc:
+        raise ServeError(f"{sidecar} is not valid JSON ({exc}): stop the server and start it again") from None
+    try:
+        config = ServeConfig(
+            command=list(state["command"]),
+            host=state["host"],
+            port=int(state["port"]),
+            args=list(state["args"]),
+            served_model_name=state["served_model_name"],
+            strategy=state["strategy"],
+            ready_timeout=float(state["ready_timeout"]),
+            log_file=Path(state["log"]) if state["log"] else None,
+        )
+        pid, checkpoint, model = int(state["pid"]), state["checkpoint"], state["model"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ServeError(f"{sidecar} lacks a server setting ({exc!r}): stop the server and start it again") from None
+    check_strategy(config.strategy)
+    strategy = LoRAStrategy(loaded=state.get("lora_adapters")) if config.strategy == "lora" else None
+    server = PolicyServer.attach(config, pid, checkpoint, model, strategy)
+    if not server.running():
+        raise ServeError(f"the server recorded in {pid_file} (process group {server.pid}) is not running")
+    return server
+
+
+def refresh_detached(pid_file: Path, checkpoint: str | Path, strategy: str | None = None) -> PolicyServer:
+    """Move the detached server of `pid_file` to `checkpoint` by the strategy it was started with."""
+    server = attach_detached(pid_file)
+    if strategy is not None:
+        check_strategy(strategy)
+        if strategy != server.config.strategy:
+            raise ServeError(
+                f"the server in {pid_file} was started with strategy {server.config.strategy!r}, not {strategy!r}: "
+                "stop it and start it again to change"
+            )
+    server.refresh(checkpoint)
+    record_detached(server, pid_file)
+    return server
+
+
+def stop_detached(pid_file: Path, stop_timeout: float = 30.0) -> int:
+    """Stop the server recorded in `pid_file`, remove its records, and return its process-group id."""
+    try:
+        pgid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        raise ServeError(f"no server recorded in {pid_file}") from None
+    kill_group(pgid, stop_timeout)
+    pid_file.unlink(missing_ok=True)
+    sidecar_path(pid_file).unlink(missing_ok=True)
+    return pgid

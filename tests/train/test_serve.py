@@ -9,11 +9,12 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from ssrkit.serve import PolicyServer, ServeConfig, ServeError
+from ssrkit.serve import NCCLStrategy, PolicyServer, ServeConfig, ServeError, VLLMNCCLTransport
 
 pytestmark = pytest.mark.train
 HERE = Path(__file__).parent
@@ -88,6 +89,8 @@ def test_served_model_name_and_lora_hot_swap(fake_vllm, tmp_path):
         assert server.model == "policy-1" and server.models() == ["policy", "policy-1"]
         server.refresh(tmp_path / "adapter-2")
         assert server.models() == ["policy", "policy-2"] and server.process.pid == pid  # no restart
+        server.refresh(tmp_path / "adapter-3")  # a fresh name each time: vLLM refuses one already loaded
+        assert server.model == "policy-3" and server.models() == ["policy", "policy-3"]
 
 
 def test_failures_are_reported(fake_vllm, tmp_path, monkeypatch):
@@ -185,3 +188,226 @@ def test_cli_foreground_stops_its_group_on_sigterm(fake_vllm, tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
+
+
+# -- the nccl strategy: HTTP control plane for real, gloo standing in for NCCL ----------------------------------
+
+PUSH = ["/pause", "/start_weight_update", "/update_weights", "/finish_weight_update", "/resume"]
+
+
+def fake_state(server: PolicyServer) -> dict:
+    with urllib.request.urlopen(f"{server.url}/fake/weights", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def checkpoint_digests(checkpoint: Path) -> dict:
+    """What the server should hold after a push of `checkpoint`: sha256, dtype and shape of every tensor."""
+    import hashlib
+
+    import torch
+    from safetensors.torch import load_file
+
+    out = {}
+    for f in checkpoint.glob("*.safetensors"):
+        for name, t in load_file(f).items():
+            data = t.contiguous().view(torch.uint8).numpy().tobytes()
+            out[name] = {"sha256": hashlib.sha256(data).hexdigest(), "dtype": str(t.dtype).split(".")[-1],
+                         "shape": list(t.shape)}
+    return out
+
+
+def bf16_shards(src: Path, out: Path) -> Path:
+    """`src`'s weights as bfloat16, split over two .safetensors files (as sharded checkpoints are)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = sorted(load_file(src / "model.safetensors").items())
+    out.mkdir()
+    half = len(tensors) // 2
+    for i, part in enumerate((tensors[:half], tensors[half:])):
+        save_file({n: (t + 1).to(torch.bfloat16) for n, t in part}, out / f"model-0000{i + 1}-of-00002.safetensors")
+    return out
+
+
+def test_nccl_pushes_weights_into_the_running_server(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    from ssrkit.train.tiny import save_tiny_model
+
+    transport = GlooTransport()
+    strategy = NCCLStrategy(transport=transport, timeout=30)
+    with PolicyServer(config(tmp_path, served_model_name="policy", strategy="nccl"), strategy) as server:
+        assert "--weight-transfer-config" in server.config.args and server.config.env["VLLM_SERVER_DEV_MODE"] == "1"
+        server.start(tiny_model_dir)
+        pid = server.process.pid
+        assert fake_state(server) == {"weights": {}, "paused": False, "calls": []}
+
+        second = save_tiny_model(tmp_path / "second", seed=1)
+        expected = checkpoint_digests(second)
+        assert expected != checkpoint_digests(tiny_model_dir)  # the push has something to show
+        server.refresh(second)
+        state = fake_state(server)
+        assert state["weights"] == expected and sorted(transport.sent) == sorted(expected)
+        assert state["calls"] == ["/get_world_size", "/init_weight_transfer_engine", *PUSH]
+        assert not state["paused"]
+        assert server.process.pid == pid and server.process.poll() is None  # pushed into the same process: no restart
+        assert server.checkpoint == str(second) and server.model == "policy" and server.models() == ["policy"]
+
+        third = bf16_shards(second, tmp_path / "third")
+        server.refresh(third)
+        state = fake_state(server)
+        assert state["weights"] == checkpoint_digests(third)
+        assert {w["dtype"] for w in state["weights"].values()} == {"bfloat16"}
+        assert state["calls"] == ["/get_world_size", "/init_weight_transfer_engine", *PUSH, *PUSH]  # group kept
+        assert transport.inits == 1 and server.process.pid == pid and server.checkpoint == str(third)
+
+
+def test_nccl_against_a_server_without_weight_transfer_fails_fast(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    with PolicyServer(config(tmp_path)) as server:  # started by the restart strategy: no dev mode, no config
+        server.start(tiny_model_dir)
+        strategy = NCCLStrategy(transport=GlooTransport(timeout=10), timeout=10)
+        started = time.monotonic()
+        with pytest.raises(ServeError) as err:
+            strategy.refresh(server, str(tiny_model_dir))
+        assert time.monotonic() - started < 5
+        message = str(err.value)
+        assert "GET /get_world_size answered 404" in message and "not started with the nccl strategy" in message
+        assert "\n" not in message and strategy.group is None and server.checkpoint == str(tiny_model_dir)
+
+
+def test_nccl_resumes_the_server_when_the_update_fails(fake_vllm, tmp_path, tiny_model_dir):
+    from gloo_transport import GlooTransport
+
+    transport = GlooTransport(timeout=10)
+    transport.packed = True  # announced as packed: the fake refuses to unpack, after /pause
+    strategy = NCCLStrategy(transport=transport, timeout=15)
+    with PolicyServer(config(tmp_path, strategy="nccl"), strategy) as server:
+        server.start(tiny_model_dir)
+        started = time.monotonic()
+        with pytest.raises(ServeError, match=r"POST /update_weights answered 500: .*packed broadcasts"):
+            server.refresh(tiny_model_dir)
+        assert time.monotonic() - started < 10
+        state = fake_state(server)
+        assert state["calls"][-3:] == ["/start_weight_update", "/update_weights", "/resume"] and not state["paused"]
+        assert strategy.group is None  # a failed transfer leaves the group unusable: the next refresh forms one
+
+
+def vllm_and_cuda() -> bool:
+    import importlib.util
+
+    import torch
+
+    return importlib.util.find_spec("vllm") is not None and torch.cuda.is_available()
+
+
+def test_vllm_nccl_transport_says_what_it_needs():
+    if vllm_and_cuda():
+        pytest.skip("vLLM and CUDA are here: the transport would work")
+    need = "the nccl strategy pushes weights from a CUDA GPU with vLLM installed on this machine; use --strategy restart"
+    with pytest.raises(ServeError, match=need) as err:
+        VLLMNCCLTransport()
+    assert "\n" not in str(err.value)
+    with pytest.raises(ServeError, match=need):  # the default transport: refused before any call to the server
+        NCCLStrategy().refresh(PolicyServer(ServeConfig(port=free_port())), "ckpt")
+
+
+# -- ssrkit serve --strategy / --refresh ---------------------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from ssrkit.cli.serve import main; main()", *map(str, args)],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def models_at(port: int) -> list[str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as response:
+        return [m["id"] for m in json.loads(response.read())["data"]]
+
+
+def wait_dead(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(pid)
+
+
+def test_cli_refresh_by_lora_keeps_the_process(fake_vllm, tmp_path):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    proc = cli(tmp_path / "base", "--detach", "--strategy", "lora", "--served-model-name", "policy", *common)
+    assert proc.returncode == 0, proc.stderr
+    pid = int(pid_file.read_text())
+    recorded = json.loads((tmp_path / "vllm.pid.json").read_text())
+    assert recorded["strategy"] == "lora" and recorded["pid"] == pid and "--enable-lora" in recorded["args"]
+    for n in (1, 2, 3):  # each refresh is a new ssrkit process: the loaded adapter comes from the record
+        proc = cli(tmp_path / f"adapter-{n}", "--refresh", "--json", *common)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == {"base_url": f"http://127.0.0.1:{port}/v1", "model": f"policy-{n}",
+                                           "pid": pid}
+        assert models_at(port) == ["policy", f"policy-{n}"]
+    assert alive(pid) and int(pid_file.read_text()) == pid  # hot-swapped into the same server
+    assert json.loads((tmp_path / "vllm.pid.json").read_text())["checkpoint"] == str(tmp_path / "adapter-3")
+
+    proc = cli(tmp_path / "adapter-4", "--refresh", "--strategy", "restart", *common)
+    assert proc.returncode == 2 and "started with strategy 'lora', not 'restart'" in proc.stderr
+    assert cli("--stop", "--pid-file", pid_file).returncode == 0
+    assert wait_dead(pid) and not pid_file.exists() and not (tmp_path / "vllm.pid.json").exists()
+
+
+def test_cli_refresh_by_restart_and_errors(fake_vllm, tmp_path):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    assert cli(tmp_path / "ckpt-a", "--detach", *common).returncode == 0
+    first = int(pid_file.read_text())
+    proc = cli(tmp_path / "ckpt-b", "--refresh", *common)
+    assert proc.returncode == 0, proc.stderr
+    second = int(pid_file.read_text())
+    assert second != first and wait_dead(first) and alive(second)
+    assert models_at(port) == [str(tmp_path / "ckpt-b")]
+    assert proc.stdout.strip() == f"serving {tmp_path / 'ckpt-b'} as {tmp_path / 'ckpt-b'} at " \
+        f"http://127.0.0.1:{port}/v1 (pid {second})"
+
+    os.killpg(second, 9)  # the server died behind our back
+    assert wait_dead(second)
+    proc = cli(tmp_path / "ckpt-c", "--refresh", *common)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: the server recorded in {pid_file} (process group {second}) is not running\n"
+    assert cli("--stop", "--pid-file", pid_file).returncode == 0
+
+    proc = cli(tmp_path / "ckpt", "--refresh", "--pid-file", tmp_path / "none.pid")
+    assert proc.returncode == 2 and proc.stderr.startswith(f"error: no server recorded in {tmp_path / 'none.pid'}")
+    assert proc.stderr.count("\n") == 1
+
+    proc = cli(tmp_path / "ckpt", "--detach", "--strategy", "bogus", *common)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: unknown refresh strategy 'bogus': use one of restart, lora, nccl\n"
+    assert not port_taken(port)  # nothing was started
+
+
+def port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_cli_nccl_starts_with_weight_transfer_and_says_what_refresh_needs(fake_vllm, tmp_path, tiny_model_dir):
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    proc = cli(tiny_model_dir, "--detach", "--strategy", "nccl", "--served-model-name", "policy", *common)
+    assert proc.returncode == 0, proc.stderr
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/get_world_size", timeout=5) as response:
+            assert json.loads(response.read()) == {"world_size": 1}  # dev mode + --weight-transfer-config reached it
+        if vllm_and_cuda():
+            return  # a real push would be attempted here
+        proc = cli(tiny_model_dir, "--refresh", *common)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+        assert "use --strategy restart otherwise" in proc.stderr
+    finally:
+        cli("--stop", "--pid-file", pid_file)

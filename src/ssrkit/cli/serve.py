@@ -2,7 +2,11 @@
 
 ssrkit serve runs/r0/policy --port 8000 --served-model-name policy             # foreground
 ssrkit serve runs/r0/policy --detach --pid-file vllm.pid --log vllm.log          # returns once ready
+ssrkit serve runs/r1/policy --refresh --pid-file vllm.pid                        # move it to a new checkpoint
 ssrkit serve --stop --pid-file vllm.pid                                          # stops the whole group
+
+`--strategy` (restart, lora, nccl; chosen at --detach) says how `--refresh` moves the server; the settings live
+next to the pid file in vllm.pid.json. The work is done by ssrkit.serve; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from ssrkit.serve import PolicyServer
 
 
 def serve(
@@ -33,28 +40,52 @@ def serve(
     ] = None,
     detach: Annotated[bool, typer.Option("--detach", help="Return once ready, leaving the server running.")] = False,
     pid_file: Annotated[
-        Optional[Path], typer.Option(help="Process-group id file for --detach/--stop (default vllm-PORT.pid).")
+        Optional[Path],
+        typer.Option(
+            help="Process-group id file for --detach/--refresh/--stop (default vllm-PORT.pid); "
+            "the server's settings go next to it, in PID_FILE.json."
+        ),
     ] = None,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the server recorded in --pid-file.")] = False,
+    strategy: Annotated[
+        Optional[str],
+        typer.Option(help="How --refresh moves the server: restart (default), lora or nccl; chosen at start."),
+    ] = None,
+    refresh: Annotated[
+        bool,
+        typer.Option("--refresh", help="Move the detached server in --pid-file to CHECKPOINT by its strategy."),
+    ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print {base_url, model, pid} as JSON.")] = False,
 ) -> None:
     """Serve a policy checkpoint with vLLM (OpenAI-compatible) and wait until it answers."""
-    from ssrkit.serve import PolicyServer, ServeConfig, ServeError, kill_group
+    from ssrkit.serve import ServeError
 
     pid_file = pid_file or Path(f"vllm-{port}.pid")
-    if stop:
-        try:
-            pgid = int(pid_file.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            typer.echo(f"error: no server recorded in {pid_file}", err=True)
-            raise typer.Exit(2) from None
-        kill_group(pgid)
-        pid_file.unlink(missing_ok=True)
-        typer.echo(f"stopped server (process group {pgid})")
-        return
-    if checkpoint is None:
-        typer.echo("error: no checkpoint given", err=True)
-        raise typer.Exit(2)
+    try:
+        if stop:
+            from ssrkit.serve import stop_detached
+
+            typer.echo(f"stopped server (process group {stop_detached(pid_file)})")
+            return
+        if checkpoint is None:
+            raise ServeError("no checkpoint given")
+        if refresh:
+            from ssrkit.serve import refresh_detached
+
+            _report(refresh_detached(pid_file, checkpoint, strategy), json_output)
+            return
+        _start(checkpoint, port, host, served_model_name, command, vllm_args, strategy or "restart", timeout, log,
+               detach, pid_file, json_output)
+    except ServeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[str], command: str, vllm_args: str,
+           strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
+           json_output: bool) -> None:
+    from ssrkit.serve import PolicyServer, ServeConfig, record_detached
+
     if detach and log is None:
         log = Path(f"vllm-{port}.log")
     config = ServeConfig(
@@ -63,6 +94,7 @@ def serve(
         port=port,
         args=shlex.split(vllm_args),
         served_model_name=served_model_name,
+        strategy=strategy,
         ready_timeout=timeout,
         log_file=log,
     )
@@ -72,24 +104,24 @@ def serve(
     try:
         server.start(str(checkpoint))
         assert server.process is not None
-        info = {"base_url": server.base_url, "model": server.model, "pid": server.process.pid}
-        if json_output:
-            typer.echo(json.dumps(info))
-        else:
-            typer.echo(f"serving {checkpoint} as {server.model} at {server.base_url} (pid {server.process.pid})")
+        _report(server, json_output)
         if detach:
-            pid_file.write_text(f"{server.process.pid}\n")
+            record_detached(server, pid_file)
             return
         code = server.process.wait()
-    except ServeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     except KeyboardInterrupt:
         server.stop()
         return
     server.stop()
     typer.echo(f"error: server exited with code {code}", err=True)
     raise typer.Exit(1)
+
+
+def _report(server: "PolicyServer", json_output: bool) -> None:
+    if json_output:
+        typer.echo(json.dumps({"base_url": server.base_url, "model": server.model, "pid": server.pid}))
+    else:
+        typer.echo(f"serving {server.checkpoint} as {server.model} at {server.base_url} (pid {server.pid})")
 
 
 def _interrupt(signum: int, frame: object) -> None:
