@@ -58,6 +58,7 @@ SERVE_PORT ?= 8000
 SERVED_MODEL ?= policy
 SERVE_COMMAND ?= vllm serve
 SERVE_ARGS ?=#                  extra server flags, e.g. --max-model-len 32768
+SERVE_STRATEGY ?= restart#       how a new checkpoint reaches the server: restart or nccl (ssrkit serve --strategy)
 SERVE_TIMEOUT ?= 900
 ifeq ($(SERVE),yes)
 BASE_URL ?= http://127.0.0.1:$(SERVE_PORT)/v1
@@ -139,7 +140,8 @@ policy = $$($(HELPER) policy $(RUN) $(1) '$(POLICY)')
 # $(call serve,ROUND,ROLE): with SERVE=yes, make sure the server runs the round's policy (ROLE uses the model)
 serve = $(if $(and $(filter yes,$(SERVE)),$(filter llm,$(2))),$(call need,POLICY,SERVE=yes serves POLICY=CHECKPOINT_DIR)\
   $(HELPER) server ensure --run $(RUN) --checkpoint "$(call policy,$(1))" --port $(SERVE_PORT) --name $(SERVED_MODEL) \
-    --command '$(SERVE_COMMAND)' --vllm-args '$(SERVE_ARGS)' --timeout $(SERVE_TIMEOUT) --ssrkit '$(SSRKIT)')
+    --command '$(SERVE_COMMAND)' --vllm-args '$(SERVE_ARGS)' --timeout $(SERVE_TIMEOUT) --ssrkit '$(SSRKIT)' \
+    --strategy $(SERVE_STRATEGY))
 
 # -- targets ------------------------------------------------------------------------------------------
 .PHONY: all rounds report config status stop-server help check-repos $(addprefix round-,$(ROUND_NUMS))

@@ -10,7 +10,8 @@
         The checkpoint round ROUND uses: the newest finished `RUN/round-K/policy` of an earlier round, else
         INITIAL.
     selfplay_helper.py server ensure|stop --run RUN [--checkpoint DIR --port P --name NAME --ssrkit CMD ...]
-        Keep one `ssrkit serve --detach` server for the run, serving DIR (restarted when DIR changes).
+        Keep one `ssrkit serve --detach` server for the run, serving DIR: when DIR changes it is restarted, or
+        with --strategy nccl moved in place (`ssrkit serve DIR --refresh`).
     selfplay_helper.py status RUN ROUNDS REPO...
         Which steps of which rounds are done.
 """
@@ -206,8 +207,17 @@ def cmd_server(args: argparse.Namespace) -> int:
             state_file.unlink(missing_ok=True)
             return 0
         want = {"checkpoint": str(args.checkpoint), "port": args.port, "name": args.name,
-                "command": args.command, "args": args.vllm_args}
+                "command": args.command, "args": args.vllm_args, "strategy": args.strategy}
         if running and all(state.get(k) == v for k, v in want.items()) and _healthy(args.port):
+            return 0
+        same_server = running and all(state.get(k) == v for k, v in want.items() if k != "checkpoint")
+        if same_server and args.strategy != "restart" and _healthy(args.port):
+            # nccl: push the new checkpoint's weights into the running server (no restart)
+            print(f"selfplay: refreshing the server to {args.checkpoint} ({args.strategy})", flush=True)
+            proc = subprocess.run([*ssrkit, "serve", str(args.checkpoint), "--refresh", "--pid-file", str(pid_file)])
+            if proc.returncode != 0:
+                return proc.returncode
+            state_file.write_text(json.dumps({**want, "pgid": state["pgid"]}) + "\n")
             return 0
         if running:
             print(f"selfplay: stopping the server of {state.get('checkpoint')}", flush=True)
@@ -216,7 +226,7 @@ def cmd_server(args: argparse.Namespace) -> int:
               flush=True)
         cmd = [*ssrkit, "serve", str(args.checkpoint), "--detach", "--port", str(args.port),
                "--served-model-name", args.name, "--pid-file", str(pid_file), "--log", str(d / "vllm.log"),
-               "--command", args.command, "--timeout", str(args.timeout)]
+               "--command", args.command, "--timeout", str(args.timeout), "--strategy", args.strategy]
         if args.vllm_args:
             cmd += ["--vllm-args", args.vllm_args]
         proc = subprocess.run(cmd)
@@ -275,6 +285,8 @@ def main(argv: list[str]) -> int:
     s.add_argument("--vllm-args", default="")
     s.add_argument("--timeout", type=float, default=900.0)
     s.add_argument("--ssrkit", default="ssrkit")
+    # lora renames the served model per adapter, which the round's agents would not follow: not offered here
+    s.add_argument("--strategy", default="restart", choices=["restart", "nccl"])
     s.set_defaults(fn=cmd_server)
     t = sub.add_parser("status")
     t.add_argument("run")

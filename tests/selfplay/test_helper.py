@@ -59,3 +59,49 @@ def test_policy_is_the_newest_finished_checkpoint_of_an_earlier_round(tmp_path):
     ckpt(2, False)  # killed mid-training: not a policy yet
     assert helper.policy_for(run, 3, "/models/base") == str(first.resolve())
     assert helper.policy_for(run, 1, "/models/base") == "/models/base"
+
+
+def test_server_moves_in_place_with_nccl_and_restarts_otherwise(tmp_path, capfd, monkeypatch):
+    """`server ensure` starts `ssrkit serve --detach --strategy S`; a new checkpoint restarts it (restart) or goes
+    through `ssrkit serve --refresh` (nccl) — which, with no vLLM or GPU here, fails with its one-line reason and
+    leaves the recorded server as it was."""
+    import socket
+    import sys
+
+    fake = ROOT / "tests" / "train" / "fake_vllm.py"
+    run = tmp_path / "run"
+    ssrkit = f"{sys.executable} -m ssrkit"
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    a, b = tmp_path / "ckpt-a", tmp_path / "ckpt-b"
+    for c in (a, b):
+        c.mkdir()
+        (c / "config.json").write_text("{}")
+
+    def ensure(checkpoint, strategy):
+        return helper.main(["server", "ensure", "--run", str(run), "--checkpoint", str(checkpoint), "--port",
+                            str(port), "--command", f"{sys.executable} {fake} serve", "--timeout", "20",
+                            "--ssrkit", ssrkit, "--strategy", strategy])
+
+    state_file = run / "serve" / "server.json"
+    try:
+        assert ensure(a, "nccl") == 0
+        first = json.loads(state_file.read_text())
+        assert first["strategy"] == "nccl"
+        recorded = json.loads((run / "serve" / "vllm.pid.json").read_text())
+        assert recorded["strategy"] == "nccl" and "--weight-transfer-config" in recorded["args"]
+        assert ensure(a, "nccl") == 0  # same checkpoint: nothing to do
+        capfd.readouterr()
+        assert ensure(b, "nccl") == 2  # in place: the refresh runs and says why it cannot push from here
+        out, err = capfd.readouterr()
+        assert "refreshing the server" in out and "nccl strategy pushes weights from a CUDA GPU" in err
+        assert json.loads(state_file.read_text()) == first  # still the server of checkpoint a
+        assert ensure(b, "restart") == 0  # another strategy: a new server
+        second = json.loads(state_file.read_text())
+        assert second["checkpoint"] == str(b) and second["pgid"] != first["pgid"]
+    finally:
+        helper.main(["server", "stop", "--run", str(run), "--ssrkit", ssrkit])
+    assert not state_file.exists()
