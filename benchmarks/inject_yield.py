@@ -17,6 +17,7 @@ mapping of the whole suite, reported separately as `map`. The `all` rows are one
     python benchmarks/inject_yield.py                      # textkit and ledger, n=20 per run
     python benchmarks/inject_yield.py --n 10 --jobs 2 --json results.json
     python benchmarks/inject_yield.py --env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1   # no pytest entry-point plugins
+    python benchmarks/inject_yield.py --strategies history --no-all             # one strategy alone
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--strategies", default="expression,removal,history",
+                    help="strategies measured alone, in this order (default expression,removal,history)")
+    ap.add_argument("--no-all", action="store_true", help="skip the run with every strategy")
     ap.add_argument("--isolation", default="none", choices=["none", "bwrap", "auto"])
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra sandbox environment variable (repeatable)")
@@ -87,13 +91,15 @@ def main() -> int:
         repos = materialize(ROOT / "examples" / "repos", tmp / "repos", args.repos.split(","))
         for repo in repos:
             os.environ["SSRKIT_CACHE"] = str(tmp / f"cache-{repo.name}")  # fresh: the first run maps coverage
-            for strategy in ("expression", "removal", "history"):
+            for i, strategy in enumerate(s.strip() for s in args.strategies.split(",") if s.strip()):
                 m = measure(repo, tmp / f"out-{repo.name}-{strategy}", [strategy], args, env)
                 st = m["result"].stats[strategy]
                 cov = m["result"].coverage_seconds
-                note = f"incl. coverage map ({cov:.1f}s wall)" if strategy == "expression" else ""
+                note = f"incl. coverage map ({cov:.1f}s wall)" if i == 0 else ""
                 rows.append(row(repo.name, strategy, st.tried, st.valid, m["cpu"], m["wall"], args.jobs, note))
                 print(_fmt(rows[-1]), flush=True)
+            if args.no_all:
+                continue
             m = measure(repo, tmp / f"out-{repo.name}-all", list(STRATEGIES), args, env)
             res = m["result"]
             for strategy, st in res.stats.items():

@@ -30,8 +30,8 @@ EPILOG = """
   [cyan]ssrkit inject --image myorg/mylib:env --workdir /testbed --out art/ --n 10[/]
 
 Strategies share --n evenly: expression (comparison/arithmetic/boolean swaps, off-by-one, constants,
-argument drops), removal (statements, branches, loops, early returns, function bodies), history (revert code
-files to before a past fix), combine (2–3 valid bugs of this run in different files). Each artifact is
+argument drops), removal (statements, branches, loops, early returns, function bodies), history (undo a past
+fix's code hunks in today's files), combine (2–3 valid bugs of this run in different files). Each artifact is
 validated before it is kept (out/<id>/validation.json). The same --seed gives the same artifacts; artifacts
 already in --out from the same seed are reused. Per-repository test settings: the \\[inject] section of the
 repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).

@@ -5,7 +5,7 @@ Pipeline for one repository:
 1. Open one sandbox per worker; map the suite's per-test coverage once (cached per repository state).
 2. Candidate streams, one per strategy, each driven by its own seeded RNG:
    `expression` and `removal` pick a covered function, an operator, then a site on a covered line;
-   `history` reverts the code files of past commits that changed code and tests; `combine` merges 2–3
+   `history` undoes, in today's code, past commits that changed code and tests; `combine` merges 2–3
    valid bugs of this run that touch different files.
 3. Per candidate, in a worker's sandbox (reset between candidates, never re-created): write the bug and
    take `git diff`; pre-screen by running only the tests covering the mutated lines with fail-fast
@@ -43,7 +43,7 @@ from ..sandbox import Sandbox, SandboxOptions, open_sandbox
 from ..source import RepoSource
 from ..testrun import PASSED, run_tests
 from ..validate import Settings, Validator, write_report
-from .history import Commit, file_before, list_commits
+from .history import MAX_CODE_LINES, Commit, Revert, list_commits, recent_first, revert
 from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutations
 from .runner import PYTEST, UNITTEST, Profile, load_profile, locate_test
 from .source_text import SourceText
@@ -290,24 +290,30 @@ def _changed_lines(old: str, new: str) -> set[int]:
 
 
 def _history_stream(repo: _Repo, sb: Sandbox, commits: list[Commit], rng: random.Random) -> Iterator[Candidate]:
-    order = list(commits)
-    rng.shuffle(order)
+    order = recent_first([c for c in commits if c.code_lines <= MAX_CODE_LINES], rng)
     plans: list[tuple[Commit, tuple[str, ...]]] = [(c, c.code_files) for c in order]
     plans += [(c, (f,)) for c in order if len(c.code_files) > 1 for f in c.code_files]
+    reverts: dict[tuple[str, str], Revert | None] = {}
     seen: set[str] = set()
     index = 0
     for commit, paths in plans:
         files: dict[str, str | None] = {}
+        wholes: list[str] = []
         tests: set[str] = set()
         for path in paths:
             mod = repo.modules.get(path)
             if mod is None:
                 continue  # not a covered code file any more
-            old = file_before(sb, commit, path)
-            if old is None or old == mod.st.text:
+            key = (commit.sha, path)
+            r = reverts.pop(key) if key in reverts else revert(sb, commit, path, mod.st.text)
+            if len(paths) > 1:
+                reverts[key] = r  # for this file's own plan, later
+            if r is None:
                 continue
-            files[path] = old
-            tests |= repo.tm.tests_covering(path, _changed_lines(mod.st.text, old))
+            files[path] = r.text
+            if r.whole:
+                wholes.append(path)
+            tests |= repo.tm.tests_covering(path, _changed_lines(mod.st.text, r.text))
             if not tests:
                 tests |= repo.tm.tests_covering(path, mod.covered)
         tests &= repo.passing
@@ -317,8 +323,9 @@ def _history_stream(repo: _Repo, sb: Sandbox, commits: list[Commit], rng: random
         if h in seen:
             continue
         seen.add(h)
+        names = ", ".join(f + (" (whole file)" if f in wholes else "") for f in sorted(files))
         target = f"{commit.sha[:12]}:{','.join(sorted(files))}"
-        detail = f"revert {', '.join(sorted(files))} to before {commit.sha[:12]} ({commit.subject[:70]})"
+        detail = f"undo {commit.sha[:12]} ({commit.subject[:70]}) in {names}"
         yield Candidate(HISTORY, index, "history_revert", target, detail, files=files,
                         prescreen_tests=sorted(tests))
         index += 1
