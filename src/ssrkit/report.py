@@ -99,9 +99,16 @@ def build_report(run: Path) -> dict[str, Any]:
     }
 
 
+class PlotsUnavailable(SsrkitError):
+    """Plots need matplotlib (the `report` extra); the report itself does not."""
+
+
 def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     """PNG plots of the report (matplotlib, no display needed)."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise PlotsUnavailable("no plots: matplotlib is not installed (pip install 'ssrkit[report]')") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

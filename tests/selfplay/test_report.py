@@ -123,3 +123,19 @@ def test_report_matches_the_artifacts_on_disk(offline_run):
     assert json.loads(fresh.stdout)["rounds"] == saved["rounds"]
     assert sorted(Path(p).name for p in saved["plots"]) == [
         "rates.png", "rewards.png", "solve_rate_histogram.png", "strategy_mix.png"]
+
+
+def test_report_without_matplotlib_says_so_and_still_reports(offline_run, tmp_path):
+    """matplotlib is the `report` extra: without it the report is complete, with a one-line note instead of plots."""
+    blocker = tmp_path / "site"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for this test')\n")
+    env = recipe_env()
+    env["PYTHONPATH"] = f"{blocker}:{env.get('PYTHONPATH', '')}"
+    proc = subprocess.run([sys.executable, "-m", "ssrkit", "report", str(offline_run), "--json",
+                           "--plots", str(tmp_path / "plots")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "no plots: matplotlib is not installed (pip install 'ssrkit[report]')" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["plots"] == [] and report["rounds"] and not (tmp_path / "plots").exists()

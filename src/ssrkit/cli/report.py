@@ -11,7 +11,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..report import build_report, sparkline, write_plots
+from ..report import PlotsUnavailable, build_report, sparkline, write_plots
 from .common import JsonOpt, console, print_json
 
 EPILOG = """
@@ -40,7 +40,12 @@ def report(
 ) -> None:
     """Show a run: per-round validity, solve rate and rewards, the solve-rate histogram, strategy mix, failing checks."""
     rep = build_report(run)
-    written = [] if no_plots else write_plots(rep, plots or Path(run) / "plots")
+    written = []
+    if not no_plots:
+        try:
+            written = write_plots(rep, plots or Path(run) / "plots")
+        except PlotsUnavailable as exc:  # the numbers stand without pictures: say so, go on
+            typer.echo(f"note: {exc}", err=True)
     rep["plots"] = [str(p) for p in written]
     if as_json:
         print_json(rep)
