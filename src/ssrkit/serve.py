@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Protocol
 
 from .errors import SsrkitError
+from .fsutil import atomic_write_json, atomic_write_text
 
 
 class ServeError(SsrkitError):
@@ -551,13 +552,6 @@ def sidecar_path(pid_file: Path) -> Path:
     return pid_file.with_name(pid_file.name + ".json")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Readers see the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def record_detached(server: PolicyServer, pid_file: Path) -> None:
     """Write `server`'s process-group id to `pid_file` and its settings (and LoRA adapters) to the sidecar."""
     config = server.config
@@ -576,9 +570,8 @@ def record_detached(server: PolicyServer, pid_file: Path) -> None:
     }
     if isinstance(server.strategy, LoRAStrategy):
         state["lora_adapters"] = server.strategy.loaded
-    pid_file.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(sidecar_path(pid_file), json.dumps(state, indent=2) + "\n")
-    _write_atomic(pid_file, f"{server.pid}\n")
+    atomic_write_json(sidecar_path(pid_file), state)
+    atomic_write_text(pid_file, f"{server.pid}\n")
 
 
 def attach_detached(pid_file: Path) -> PolicyServer:

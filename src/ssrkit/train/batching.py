@@ -9,7 +9,7 @@ every process runs the same number of forward/backward passes, which distributed
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 
@@ -74,3 +74,17 @@ def collate(
         "advantages": advantages,
         "temperature": temperature,
     }
+
+
+def collate_rows(
+    rows: Sequence[int | None],
+    examples: Sequence[Example],
+    pad_id: int,
+    initial: Mapping[int, torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor]:
+    """`collate` by row index (None = an empty filler row), with each row's initial log-probs where known."""
+    return collate(
+        [examples[i] if i is not None else None for i in rows],
+        pad_id,
+        [initial.get(i) if i is not None else None for i in rows] if initial else None,
+    )

@@ -30,7 +30,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ssrkit.train import checkpoint as ckpt
 from ssrkit.train.advantages import AdvantageOptions, compute_advantages, summarize
-from ssrkit.train.batching import collate, local_micro_batches, step_plan
+from ssrkit.train.batching import collate_rows, local_micro_batches, step_plan
 from ssrkit.train.config import TrainConfig, write_config
 from ssrkit.train.errors import NothingToTrain, TrainError
 from ssrkit.train.examples import Example, build_examples
@@ -284,7 +284,7 @@ def initial_logprobs(
     out: dict[int, torch.Tensor] = {}
     with torch.no_grad():
         for chunk in chunks:
-            batch = collate([examples[i] if i is not None else None for i in chunk], pad_id)
+            batch = collate_rows(chunk, examples, pad_id)
             batch = {k: v.to(accelerator.device) for k, v in batch.items()}
             logp = forward_logprobs(model, batch, trim).float().cpu()
             for j, i in enumerate(chunk):
@@ -420,11 +420,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         started = time.perf_counter()
         grad_norm = None
         batches = [
-            collate(
-                [examples[i] if i is not None else None for i in mb],
-                pad_id,
-                [initial.get(i) if i is not None else None for i in mb] if initial else None,
-            )
+            collate_rows(mb, examples, pad_id, initial)
             for mb in local_micro_batches(plan[step], rank, world, cfg.micro_batch_size, cfg.grad_accum)
         ]
         # the global count of trained tokens in this step: every process, every micro-batch
