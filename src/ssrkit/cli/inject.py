@@ -14,7 +14,7 @@ from ..errors import SsrkitError
 from ..fsutil import atomic_write_json
 from ..source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
-                     ModelOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, model_client,
+                     MaxTokensOpt, ModelOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, model_client,
                      print_json, sandbox_options)
 
 EPILOG = """
@@ -78,6 +78,7 @@ def inject(
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
     max_turns: Optional[int] = MaxTurnsOpt,
+    max_tokens: Optional[int] = MaxTokensOpt,
     token_ids: bool = TokenIdsOpt,
     no_validate: bool = typer.Option(False, "--no-validate", help="llm: keep injections without validating them."),
     image: Optional[str] = ImageOpt,
@@ -108,7 +109,8 @@ def inject(
         _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
                     validate=not no_validate, as_json=as_json,
                     client=model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
-                                        temperature=temperature, token_ids=token_ids))
+                                        temperature=temperature, max_tokens=max_tokens,
+                                        token_ids=token_ids))
         return
     from ..inject.procedural import Event, parse_strategies
 

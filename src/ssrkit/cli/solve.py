@@ -16,8 +16,9 @@ from ..errors import SsrkitError
 from ..grade import GradeSettings
 from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
-                     ModelOpt, RepoOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, sandbox_options, source_for)
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTokensOpt,
+                     MaxTurnsOpt, ModelOpt, RepoOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console,
+                     err_console, explicit_source, model_client, print_json, sandbox_options, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -62,6 +63,7 @@ def solve(
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
     max_turns: Optional[int] = MaxTurnsOpt,
+    max_tokens: Optional[int] = MaxTokensOpt,
     token_ids: bool = TokenIdsOpt,
     budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
                                               help="Test runs the repair solver may spend per attempt (default 40)."),
@@ -119,12 +121,12 @@ def solve(
         records = _with_progress(lambda cb: engine.regrade(items, on_done=cb), "regrade", as_json)
     else:
         n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
+        client = None
+        if solver == "llm":
+            client = model_client(cfg, "solve", base_url=base_url, model=model, api_key_env=api_key_env,
+                                  temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
         model_options: dict[str, Any] = {
-            "base_url": base_url or cfg.get("solve", "base_url"),
-            "model": model or cfg.get("solve", "model"),
-            "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
-            "temperature": temperature,
-            "want_token_ids": token_ids,
+            "client": client,
             "budget_runs": budget_runs,
             "partial": partial,
             "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},

@@ -199,7 +199,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     examples, stats = build_examples(items, tokenizer, cfg.max_length)
     log.info(
         "rows: %d from %d trajectories (token ids: %d stored, %d re-rendered with the chat template), "
-        "%d cut to %d tokens, %d trained tokens (%d with sampler log-probs)",
+        "%d cut to %d tokens, %d trained tokens (%d from stored ids, %d re-tokenized; %d with sampler log-probs)",
         stats.rows,
         stats.trajectories,
         stats.paths.get("stored", 0),
@@ -207,8 +207,13 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         stats.truncated_rows,
         cfg.max_length,
         stats.trained_tokens,
+        stats.trained_tokens_by_path.get("stored", 0),
+        stats.trained_tokens_by_path.get("template", 0),
         stats.with_logprobs,
     )
+    for reason, tokens in sorted(stats.logprobs_dropped.items()):
+        log.warning("sampler log-probs not used for %d trained tokens: %s; the old policy is recomputed instead "
+                    "(--old-logprobs initial)", tokens, reason)
     if not examples:
         raise NothingToTrain(
             f"nothing to train on: {len(scan.rollouts)} rollouts, but every group has zero variance, is masked "
@@ -252,6 +257,8 @@ def needs_initial_logprobs(cfg: TrainConfig, examples: Sequence[Example]) -> boo
     (Against the detached current log-prob the ratio is 1 at every step and the clip never acts.)"""
     if cfg.old_logprobs == "initial":
         return True
+    if cfg.old_logprobs == "sampler" and any(e.logprobs_dropped for e in examples):
+        return True  # the sampler's log-probs were not comparable: the starting policy stands in for them
     if cfg.old_logprobs != "sampler" or cfg.epochs < 2:
         return False
     return any(m and math.isnan(s) for e in examples for m, s in zip(e.loss_mask, e.sampler_logprobs))
@@ -383,7 +390,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
             "old log-probs: the initial policy's on %d rows (%.1f s), so the clipped ratio acts across steps%s",
             len(initial),
             time.perf_counter() - started,
-            "" if cfg.old_logprobs == "initial" else " (tokens without sampler log-probs, more than one epoch)",
+            "" if cfg.old_logprobs == "initial" else " (in place of sampler log-probs that are missing or not comparable)",
         )
     if resuming:
         accelerator.load_state(str(out / ckpt.STATE_DIR))
