@@ -145,12 +145,31 @@ def load_policy(cfg: TrainConfig, on_gpu: bool) -> Any:
     kwargs.update(dtype_kwarg("auto" if cfg.model_dtype == "auto" else getattr(torch, cfg.model_dtype)))
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
+    adapter = ckpt.adapter_base(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(adapter or cfg.model, **kwargs)
     model.config.use_cache = False
+    if adapter or cfg.lora:
+        model = with_lora(model, cfg, adapter_dir=cfg.model if adapter else None)
     if cfg.gradient_checkpointing == "on" or (cfg.gradient_checkpointing == "auto" and on_gpu):
         enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         enable({"use_reentrant": False})
     return model
+
+
+def with_lora(model: Any, cfg: TrainConfig, adapter_dir: str | None) -> Any:
+    """`model` with a trainable LoRA adapter: the one in `adapter_dir` (continued), else a new one from `cfg`."""
+    try:
+        from peft import LoraConfig, PeftModel, get_peft_model
+    except ImportError:
+        raise TrainError("LoRA training needs peft: pip install 'ssrkit[train]'") from None
+    if adapter_dir is not None:
+        return PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+    config = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_target_modules),
+                        lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+    try:
+        return get_peft_model(model, config)
+    except ValueError as exc:  # e.g. target modules the architecture does not have
+        raise TrainError(f"cannot add a LoRA adapter: {str(exc).splitlines()[0]}") from None
 
 
 def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -359,7 +378,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
     ref_model = None
     if cfg.kl_coef > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(
+        ref_model = AutoModelForCausalLM.from_pretrained(  # the starting policy (an adapter dir loads with its base)
             cfg.model, trust_remote_code=cfg.trust_remote_code, **dtype_kwarg(model.dtype)
         )
         ref_model.requires_grad_(False).eval()
