@@ -59,7 +59,7 @@ SERVED_MODEL ?= policy
 SERVE_COMMAND ?= vllm serve
 SERVE_ARGS ?=#                  extra server flags, e.g. --max-model-len 32768
 SERVE_ENV ?=#                   KEY=VALUE ... for the server's environment (e.g. VLLM_CPU_KVCACHE_SPACE=2)
-SERVE_STRATEGY ?= restart#       how a new checkpoint reaches the server: restart or nccl (ssrkit serve --strategy)
+SERVE_STRATEGY ?= restart#       how a new checkpoint reaches the server: restart, lora (train adapters) or nccl
 SERVE_TIMEOUT ?= 900
 ifeq ($(SERVE),yes)
 BASE_URL ?= http://127.0.0.1:$(SERVE_PORT)/v1
@@ -131,11 +131,13 @@ MODEL_FLAGS = $(if $(API_KEY_ENV),--api-key-env $(API_KEY_ENV)) $(if $(TEMPERATU
   $(if $(filter no,$(TOKEN_IDS)),--no-token-ids)
 INJECT_FLAGS = --n $(N) --jobs $(JOBS) $(if $(STRATEGIES),--strategy $(STRATEGIES)) \
   $(if $(filter llm,$(INJECTOR)),$(call need,INJECT_BASE_URL,set BASE_URL (or INJECT_BASE_URL) or SERVE=yes)$(call need,INJECT_MODEL,set MODEL (or INJECT_MODEL)) \
-    --agent llm --base-url $(INJECT_BASE_URL) --model $(INJECT_MODEL) $(MODEL_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
+    --agent llm --base-url $(INJECT_BASE_URL) --model $(call served,$(INJECT_MODEL)) $(MODEL_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
 SOLVE_FLAGS = --solver $(SOLVER) --attempts $(ATTEMPTS) --jobs $(JOBS) \
   $(if $(filter repair,$(SOLVER)),--budget-runs $(BUDGET_RUNS) $(if $(filter yes,$(PARTIAL)),--partial)) \
   $(if $(filter llm,$(SOLVER)),$(call need,SOLVE_BASE_URL,set BASE_URL (or SOLVE_BASE_URL) or SERVE=yes)$(call need,SOLVE_MODEL,set MODEL (or SOLVE_MODEL)) \
-    --base-url $(SOLVE_BASE_URL) --model $(SOLVE_MODEL) $(MODEL_FLAGS)) $(SOLVE_ARGS)
+    --base-url $(SOLVE_BASE_URL) --model $(call served,$(SOLVE_MODEL)) $(MODEL_FLAGS)) $(SOLVE_ARGS)
+# $(call served,MODEL): MODEL, or with SERVE=yes the name the recipe's server serves now (a LoRA adapter's)
+served = $(if $(and $(filter yes,$(SERVE)),$(filter $(SERVED_MODEL),$(1))),"$$($(HELPER) model --run $(RUN) --default '$(1)')",$(1))
 # $(call log,ROUND,STEP): where a step's standard output goes
 log = $(if $(filter yes,$(VERBOSE)),,> $(RUN)/round-$(1)/logs/$(2).log)
 # the policy of round $(1) (the newest finished checkpoint of an earlier round, else POLICY)
@@ -217,7 +219,7 @@ ifneq ($(DO_TRAIN),)
 	dirs=$$$$($(HELPER) dirs $(RUN)/round-$(1)/inject $(RUN)/round-$(1)/tasks); \
 	if [ -n "$$$$dirs" ]; then \
 	  $(TRAIN_LAUNCH) $$$$dirs --model "$$(call policy,$(3))" --out $(RUN)/round-$(1)/policy --config $(RUN)/round-$(1)/ssrkit.toml \
-	    --resume --allow-empty $(TRAIN_ARGS); \
+	    --resume --allow-empty $(if $(filter lora,$(SERVE_STRATEGY)),--lora) $(TRAIN_ARGS); \
 	fi
 ifneq ($(SERVE),yes)
 	@echo "note: SERVE=no: the next round still talks to $(BASE_URL); the new policy is in $(RUN)/round-$(1)/policy"

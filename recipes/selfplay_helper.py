@@ -214,10 +214,11 @@ def cmd_server(args: argparse.Namespace) -> int:
         if same_server and args.strategy != "restart" and _healthy(args.port):
             # nccl: push the new checkpoint's weights into the running server (no restart)
             print(f"selfplay: refreshing the server to {args.checkpoint} ({args.strategy})", flush=True)
-            proc = subprocess.run([*ssrkit, "serve", str(args.checkpoint), "--refresh", "--pid-file", str(pid_file)])
+            proc = subprocess.run([*ssrkit, "serve", str(args.checkpoint), "--refresh", "--json", "--pid-file",
+                                   str(pid_file)], stdout=subprocess.PIPE, text=True)
             if proc.returncode != 0:
                 return proc.returncode
-            state_file.write_text(json.dumps({**want, "pgid": state["pgid"]}) + "\n")
+            state_file.write_text(json.dumps({**want, "pgid": state["pgid"], "model": _served(proc.stdout)}) + "\n")
             return 0
         if running:
             print(f"selfplay: stopping the server of {state.get('checkpoint')}", flush=True)
@@ -226,17 +227,36 @@ def cmd_server(args: argparse.Namespace) -> int:
               flush=True)
         cmd = [*ssrkit, "serve", str(args.checkpoint), "--detach", "--port", str(args.port),
                "--served-model-name", args.name, "--pid-file", str(pid_file), "--log", str(d / "vllm.log"),
-               "--command", args.command, "--timeout", str(args.timeout), "--strategy", args.strategy]
+               "--command", args.command, "--timeout", str(args.timeout), "--strategy", args.strategy, "--json"]
         if args.vllm_args:
             cmd += ["--vllm-args", args.vllm_args]
         for pair in shlex.split(args.env):
             cmd += ["--env", pair]
-        proc = subprocess.run(cmd)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
         if proc.returncode != 0:
             state_file.unlink(missing_ok=True)
             return proc.returncode
         pgid = int(pid_file.read_text().split()[0])
-        state_file.write_text(json.dumps({**want, "pgid": pgid}) + "\n")
+        state_file.write_text(json.dumps({**want, "pgid": pgid, "model": _served(proc.stdout)}) + "\n")
+    return 0
+
+
+def _served(stdout: str) -> str | None:
+    """The model name in `ssrkit serve --json`'s last line (a LoRA refresh names each adapter anew)."""
+    print(stdout, end="", flush=True)
+    try:
+        return json.loads(stdout.strip().splitlines()[-1])["model"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        return None
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    """The model name agents send: the recipe's server's current one (an adapter's under lora), else --default."""
+    try:
+        state = json.loads((Path(args.run) / "serve" / "server.json").read_text())
+    except (OSError, ValueError):
+        state = {}
+    print(state.get("model") or args.default)
     return 0
 
 
@@ -288,9 +308,13 @@ def main(argv: list[str]) -> int:
     s.add_argument("--env", default="", help="KEY=VALUE ... for the server's environment")
     s.add_argument("--timeout", type=float, default=900.0)
     s.add_argument("--ssrkit", default="ssrkit")
-    # lora renames the served model per adapter, which the round's agents would not follow: not offered here
-    s.add_argument("--strategy", default="restart", choices=["restart", "nccl"])
+    # lora names each adapter anew (policy-1, policy-2, ...): the steps ask `model` for the current name
+    s.add_argument("--strategy", default="restart", choices=["restart", "lora", "nccl"])
     s.set_defaults(fn=cmd_server)
+    m = sub.add_parser("model")
+    m.add_argument("--run", required=True)
+    m.add_argument("--default", default="")
+    m.set_defaults(fn=cmd_model)
     t = sub.add_parser("status")
     t.add_argument("run")
     t.add_argument("rounds")

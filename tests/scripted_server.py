@@ -3,7 +3,8 @@
 It speaks the wire protocol (stdlib `http.server`, one thread per request) so the code under test uses the
 real `openai` client, real sockets and real error statuses; nothing is mocked.
 
-Routes: `POST /v1/chat/completions`, `GET /v1/models`, `GET /health`; anything else is a 404.
+Routes: `POST /v1/chat/completions`, `POST /v1/completions` (one fixed token, outside the script: a readiness
+check), `GET /v1/models`, `GET /health`; anything else is a 404.
 
 A script is one of
   - a list of turns, served in order. A turn is a string (the assistant's content) or a dict with any of
@@ -43,6 +44,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Callable
 
 Turn = str | dict[str, Any]
@@ -99,6 +101,7 @@ class ScriptedServer:
         self.script = script
         self.model = model
         self.models = models if models is not None else [model]
+        self.lora_log: str | None = None  # set: LoRA adapters can be loaded (their paths are appended to this file)
         self.api_key = api_key
         self.token_ids = token_ids
         self.record = record
@@ -266,7 +269,23 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:  # noqa: N802
             body = self._record()
-            if self.path.split("?", 1)[0] != "/v1/chat/completions":
+            route = self.path.split("?", 1)[0]
+            if route == "/v1/completions" and isinstance(body, dict) and body.get("model") in server.models:
+                # a plain completion (what `ssrkit serve`'s readiness check sends): one token, outside the script
+                self._send(200, {"object": "text_completion", "model": body.get("model"),
+                                 "choices": [{"index": 0, "text": " ", "finish_reason": "length"}]})
+                return
+            if route in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter") and server.lora_log is not None:
+                name = str((body or {}).get("lora_name", ""))
+                if route == "/v1/load_lora_adapter":
+                    server.models.append(name)
+                    with open(server.lora_log, "a", encoding="utf-8") as fh:
+                        fh.write(f"{Path(str(body.get('lora_path'))).resolve()}\n")
+                elif name in server.models:
+                    server.models.remove(name)
+                self._send(200, {"message": "ok"})
+                return
+            if route != "/v1/chat/completions":
                 self._send(404, {"detail": "Not Found"})
                 return
             if not self._authorized():

@@ -2,7 +2,8 @@
 
 `ssrkit serve --command "python tests/selfplay/scripted_vllm.py"` starts it like vLLM: it answers /health,
 /v1/models and chat completions (tests/scripted_server.py) from the rule in $SCRIPTED_VLLM_SCRIPT, and
-appends the checkpoint it serves to $SCRIPTED_VLLM_LOG, so a test can see which policy each round used.
+appends the checkpoint it serves to $SCRIPTED_VLLM_LOG, so a test can see which policy each round used. With
+`--enable-lora` it also loads adapters (`/v1/load_lora_adapter`, logged the same way).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def main(args: list[str]) -> None:
     if os.environ.get("SCRIPTED_VLLM_LOG"):
         with open(os.environ["SCRIPTED_VLLM_LOG"], "a") as fh:
             fh.write(f"{Path(checkpoint).resolve()}\n")
+        if "--enable-lora" in args:  # hot-swapped adapters are logged too
+            server.lora_log = os.environ["SCRIPTED_VLLM_LOG"]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"scripted vllm: serving {checkpoint} as {name} at {server.base_url}", flush=True)
     server._httpd.serve_forever()

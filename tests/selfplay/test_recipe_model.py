@@ -142,3 +142,34 @@ def test_rounds_train_and_serve_the_new_policy(tmp_path):
     run_recipe(run, [repo], *args)
     assert time.monotonic() - t0 < min(20, took / 3)
     assert len(served.read_text().splitlines()) == 2
+
+
+@pytest.mark.timeout(900)
+def test_lora_rounds_train_adapters_and_hot_swap_them(tmp_path):
+    """SERVE=yes SERVE_STRATEGY=lora TRAIN=yes: training writes an adapter, the server hot-swaps it in (no
+    restart), and round 2's agents talk to the adapter by its new name."""
+    pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from ssrkit.train.tiny import save_tiny_model
+
+    repo = make_calc_repo(tmp_path / "calc")
+    policy = save_tiny_model(tmp_path / "policy0")
+    run = tmp_path / "run"
+    served = tmp_path / "served.log"
+    env = {**recipe_env(), "SCRIPTED_VLLM_SCRIPT": str(SCRIPT), "SCRIPTED_VLLM_LOG": str(served)}
+    port = 20000 + (os.getpid() + 7) % 20000
+    args = ["MODE=model", "SERVE=yes", f"POLICY={policy}", f"SERVE_PORT={port}", "SERVE_TIMEOUT=60",
+            f"SERVE_COMMAND={sys.executable} {HERE / 'scripted_vllm.py'}", "SERVE_STRATEGY=lora", "TRAIN=yes",
+            "TRAIN_ARGS=--micro-batch-size 4 --grad-accum 1 --lora-rank 4", "ROUNDS=2", "N=2", "ATTEMPTS=2", "JOBS=1"]
+    try:
+        proc = subprocess.run(recipe_cmd(run, [repo], *args), cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=400)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    finally:
+        subprocess.run(recipe_cmd(run, [repo], *args, target="stop-server"), cwd=ROOT, env=env,
+                       capture_output=True)
+    adapter = run / "round-001" / "policy"
+    assert (adapter / "adapter_config.json").is_file() and not (adapter / "model.safetensors").exists()
+    assert served.read_text().splitlines() == [str(Path(policy).resolve()), str(adapter.resolve())]  # one start
+    round2 = [json.loads(p.read_text()) for p in (run / "round-002").rglob("trajectory.json")]
+    assert round2 and {t["model"] for t in round2} == {"policy-1"}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ARTIFACT, Server, artifact_copy, cli
 
+pytestmark = pytest.mark.timeout(1800)  # real server start-ups and CPU generation, on a shared machine
 MODEL_FLAGS = ["--max-tokens", "48", "--max-turns", "2"]
 TOLERANCE = 1e-4  # float32: measured ~1e-6
 
