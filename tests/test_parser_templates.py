@@ -246,20 +246,13 @@ def sample_project(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("verbose, expected", [(False, PYTEST_RA), (True, PYTEST_RA_V)])
-def test_pytest_live(sample_project, verbose, expected):
-    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_mix.py"]
-    if verbose:
-        cmd.append("-v")
+# pytest >= 8.3: --no-fold-skipped prints `SKIPPED id - reason`, so -rA alone keys skips by node id
+@pytest.mark.parametrize("extra, expected", [([], PYTEST_RA), (["-v"], PYTEST_RA_V),
+                                             (["--no-fold-skipped"], PYTEST_RA_V)])
+def test_pytest_live(sample_project, extra, expected):
+    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_mix.py", *extra]
     proc = subprocess.run(cmd, cwd=sample_project, capture_output=True, text=True, env=clean_env(), timeout=120)
     assert pytest_parser.parse(proc.stdout + proc.stderr) == expected
-
-
-def test_pytest_live_unfolded_skips_carry_node_ids(sample_project):
-    # pytest >= 8.3: --no-fold-skipped prints `SKIPPED id - reason`, so -rA alone keys skips by node id
-    cmd = [sys.executable, "-m", "pytest", "-rA", "--no-fold-skipped", "-p", "no:cacheprovider", "tests/test_mix.py"]
-    proc = subprocess.run(cmd, cwd=sample_project, capture_output=True, text=True, env=clean_env(), timeout=120)
-    assert pytest_parser.parse(proc.stdout + proc.stderr) == PYTEST_RA_V
 
 
 def test_pytest_skips_and_xpass_in_the_summary():

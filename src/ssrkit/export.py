@@ -274,6 +274,8 @@ def dockerfile(task: Task, base: str = BASE_IMAGE) -> str:
             f"RUN git clone -q /tmp/ssrkit-{BUNDLE} {WORKDIR} && git -C {WORKDIR} remote remove origin \\\n"
             f"    && rm /tmp/ssrkit-{BUNDLE}\n"
             f"WORKDIR {WORKDIR}\n"
+            # ssrkit's test scripts call `python`; Debian's python3 comes without that name
+            "RUN command -v python >/dev/null 2>&1 || ln -s \"$(command -v python3)\" /usr/local/bin/python\n"
             + INSTALL_STEP.format(workdir=WORKDIR)
             + f"LABEL ssrkit.instance={task.instance_id} ssrkit.base_commit={task.base_commit}\n")
 

@@ -254,3 +254,52 @@ def test_cli_directory_formats_need_out_and_valid_artifacts(exported, tmp_path):
                   str(tmp_path / "repo"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "repo" / "sweb.yaml").is_file() and len(list((tmp_path / "repo" / "tasks").iterdir())) == 1
+
+
+# -- a real task image, SWE-bench's own harness ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def task_image(exported):
+    """The textkit task's image, built from its exported Dockerfile and context (no registry, no network)."""
+    from ssrkit.image import BASE_IMAGE, build_base_image, image_exists
+    from ssrkit.sandbox.factory import docker_available
+
+    why = docker_available()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    import docker
+
+    if not image_exists(BASE_IMAGE):
+        try:
+            build_base_image(BASE_IMAGE)
+        except Exception as e:  # noqa: BLE001 - no debootstrap, not root, no mirror: the test cannot run here
+            pytest.skip(f"cannot build the base image {BASE_IMAGE}: {e}")
+    task = exported[0][NAMES[0]][2]
+    client = docker.from_env()
+    client.images.build(path=str(exported[1] / "tasks" / task.instance_id), tag=task.image, network_mode="none",
+                        rm=True, forcerm=True)
+    yield task
+    client.images.remove(task.image, force=True)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("mode", ["oracle", "null"])
+def test_swebench_run_instance_in_the_task_image(exported, task_image, mode, tmp_path, monkeypatch):
+    """SWE-bench's run_instance: container from the image, gold patch applied (or none), eval.sh, graded."""
+    repo_mod = pytest.importorskip("swebench.task.repo")
+    utils = pytest.importorskip("swebench.harness.utils")
+    run_evaluation = pytest.importorskip("swebench.harness.run_evaluation")
+    import docker
+
+    monkeypatch.chdir(tmp_path)  # the harness writes logs/run_evaluation/ under the working directory
+    inst = repo_mod.load_task(exported[1] / "tasks" / task_image.instance_id)
+    spec = utils.make_test_spec(inst)
+    pred = {"instance_id": inst["instance_id"], "model_patch": inst["patch"] if mode == "oracle" else "",
+            "model_name_or_path": f"ssrkit-{mode}"}
+    out = run_evaluation.run_instance(spec, pred, docker.from_env(), f"ssrkit-{mode}", timeout=600,
+                                      skip_patch=mode == "null")
+    assert out is not None, "the harness reported an evaluation error; see logs/run_evaluation under tmp_path"
+    report = out[1][inst["instance_id"]]
+    assert report["resolved"] == (mode == "oracle"), report
+    f2p = report["tests_status"]["FAIL_TO_PASS"]
+    assert (f2p["success"] if mode == "oracle" else f2p["failure"]) == sorted(task_image.fail_to_pass)

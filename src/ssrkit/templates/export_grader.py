@@ -48,26 +48,26 @@ def _git(git_dir, work, *args, check=True, stdin=None, env=None):
     return proc.stdout
 
 
-def fix_diff(git_dir, work, base):
-    """The work tree's changes against `base` as a binary `git diff`, through a private index."""
-    index = os.path.join(STATE, "fix.index")
-    if os.path.exists(index):
-        os.unlink(index)
-    env = {"GIT_INDEX_FILE": index}
+def _index_of_work_tree(git_dir, work, base, name):
+    """The environment of a private index holding `base` plus every change of the work tree."""
+    env = {"GIT_INDEX_FILE": os.path.join(STATE, name)}
+    if os.path.exists(env["GIT_INDEX_FILE"]):
+        os.unlink(env["GIT_INDEX_FILE"])
     _git(git_dir, work, "read-tree", base, env=env)
     _git(git_dir, work, "add", "-A", ".", env=env)
+    return env
+
+
+def fix_diff(git_dir, work, base):
+    """The work tree's changes against `base` as a binary `git diff` (solve.solver_diff)."""
+    env = _index_of_work_tree(git_dir, work, base, "fix.index")
     return _git(git_dir, work, "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--binary",
                 base, env=env).decode("utf-8", "surrogateescape")
 
 
 def changed_paths(git_dir, work, base):
     """(paths the work tree changes against `base`, paths it adds)."""
-    index = os.path.join(STATE, "touched.index")
-    if os.path.exists(index):
-        os.unlink(index)
-    env = {"GIT_INDEX_FILE": index}
-    _git(git_dir, work, "read-tree", base, env=env)
-    _git(git_dir, work, "add", "-A", ".", env=env)
+    env = _index_of_work_tree(git_dir, work, base, "touched.index")
     out = _git(git_dir, work, "diff", "--cached", "--name-status", "--no-renames", "-z", base, env=env)
     fields = out.decode("utf-8", "surrogateescape").split("\0")
     touched, added = [], []
