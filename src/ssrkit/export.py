@@ -258,6 +258,7 @@ def eval_script(task: Task) -> str:
         "# it prints one `--- PASS|FAIL|SKIP: <test id> (0s)` line per test (log_parser parse_log_gotest)",
         *_b64_heredoc("/tmp/ssrkit-eval/grade.py", grader_script(task.grading).encode("utf-8"),
                       "EOF_SSRKIT_GRADER"),
+        f"export SSRKIT_GRADE_STATE={GRADER_STATE}",
         f": '{START_MARKER}'",
         "python3 -I /tmp/ssrkit-eval/grade.py swebench",
         f": '{END_MARKER}'",

@@ -1,6 +1,6 @@
 """Exports checked by the peers' own code: SWE-bench's check_task_repo and grading, Harbor's test.sh contract.
 
-Four valid example artifacts (two pytest, two unittest-runner ones, one of them run by pytest) are validated,
+Every valid example artifact (textkit: pytest; ledger: unittest, one run by pytest) is validated,
 exported as a SWE-bench v5 task repository and as Harbor tasks. Then, on a clone of each task's `repo.bundle`
 (what the task's Dockerfile puts at /testbed):
 
@@ -30,12 +30,12 @@ from .conftest import ScriptedSolver, make_engine, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-NAMES = [
-    "textkit/valid-two-files-acronym-and-default-filter",
-    "textkit/valid-slug-truncate-off-by-one",
-    "ledger/valid-journal-as-of-boundary",
-    "ledger/valid-negative-zero-pytest-runner",
-]
+#: every valid example artifact (pytest and unittest runners, a removed module, a total break, a partial weakening)
+NAMES = sorted(name for name, v in json.loads((EXAMPLES / "artifacts" / "expected.json").read_text()).items()
+               if v["valid"])
+SPACED = "textkit/valid-two-files-acronym-and-default-filter"
+#: Harbor's verdict is compared with ssrkit solve's on one artifact of each runner
+HARBOR = [SPACED, "ledger/valid-journal-as-of-boundary"]
 #: the artifacts' test scripts call `python`, which must have pytest
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
 
@@ -132,7 +132,7 @@ def test_ids_with_spaces_round_trip_through_swebench(exported, tmp_path):
     python = pytest.importorskip("swebench.harness.log_parsers.python")
     parsers = pytest.importorskip("swebench.harness.log_parsers")
     _, task_repo, _ = exported
-    task = exported[0]["textkit/valid-two-files-acronym-and-default-filter"][2]
+    task = exported[0][SPACED][2]
     spaced = [t for t in task.pass_to_pass if " " in t]
     assert spaced, "the example needs parametrized ids with spaces"
     report = run_swebench(task_repo / "tasks" / task.instance_id, task.patch, tmp_path / "w")
@@ -182,7 +182,7 @@ def solve_and_fix(art: Artifact, source: RepoSource, solver, tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("solver", ["oracle", "null"])
-@pytest.mark.parametrize("name", NAMES[::2])
+@pytest.mark.parametrize("name", HARBOR)
 def test_harbor_verdict_is_ssrkit_solves(exported, name, solver, tmp_path):
     art, source, task = exported[0][name]
     task_dir = exported[2] / task.instance_id
@@ -197,7 +197,7 @@ def test_harbor_verdict_is_ssrkit_solves(exported, name, solver, tmp_path):
 
 def test_harbor_restores_protected_files_and_drops_shadowing_modules(exported, tmp_path):
     """The oracle's code plus a conftest.py and a json.py that would break the run: both graders delete them."""
-    art, source, task = exported[0]["textkit/valid-two-files-acronym-and-default-filter"]
+    art, source, task = exported[0][SPACED]
     originals = {p: (Path(source.path) / p).read_text() for p in ("src/textkit/case.py", "src/textkit/template.py")}
     hostile = {**originals, "conftest.py": "raise SystemExit(3)\n", "json.py": "raise SystemExit(4)\n",
                "tests/test_case.py": "def test_nothing():\n    pass\n"}
@@ -227,7 +227,7 @@ _reports.TestReport.from_item_and_call = classmethod(_forged)
 
 def test_harbor_canary_catches_a_forged_runner_as_ssrkit_does(exported, tmp_path):
     """A fix that makes pytest report every test as passed (no bug fixed): the canary fails it in both."""
-    art, source, task = exported[0]["textkit/valid-two-files-acronym-and-default-filter"]
+    art, source, task = exported[0][SPACED]
     init = "src/textkit/__init__.py"
     rec, fix = solve_and_fix(art, source, ScriptedSolver({init: lambda text: text + FORGE}), tmp_path)
     assert not rec["passed"] and rec["canary"]["status"] == "forged", rec["reason"]
@@ -274,7 +274,7 @@ def task_image(exported):
             build_base_image(BASE_IMAGE)
         except Exception as e:  # noqa: BLE001 - no debootstrap, not root, no mirror: the test cannot run here
             pytest.skip(f"cannot build the base image {BASE_IMAGE}: {e}")
-    task = exported[0][NAMES[0]][2]
+    task = exported[0][SPACED][2]
     client = docker.from_env()
     client.images.build(path=str(exported[1] / "tasks" / task.instance_id), tag=task.image, network_mode="none",
                         rm=True, forcerm=True)
