@@ -303,3 +303,19 @@ def test_swebench_run_instance_in_the_task_image(exported, task_image, mode, tmp
     assert report["resolved"] == (mode == "oracle"), report
     f2p = report["tests_status"]["FAIL_TO_PASS"]
     assert (f2p["success"] if mode == "oracle" else f2p["failure"]) == sorted(task_image.fail_to_pass)
+
+
+@pytest.mark.docker
+def test_swebench_eval_command_on_the_jsonl(exported, task_image, tmp_path):
+    """`swebench eval bugs.jsonl --gold`: SWE-bench's command line on the JSONL export, with the task image."""
+    pytest.importorskip("swebench.harness.run_evaluation")
+    cli = shutil.which("swebench", path=str(Path(sys.executable).parent))
+    if cli is None:
+        pytest.skip("no swebench command next to this interpreter")
+    jsonl = tmp_path / "bugs.jsonl"
+    jsonl.write_text(json.dumps(core.swebench_instance(task_image)) + "\n")
+    proc = subprocess.run([cli, "eval", str(jsonl), "--gold", "-i", task_image.instance_id, "--run-id", "jsonl"],
+                          cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads((tmp_path / "gold.jsonl.json").read_text())
+    assert report["resolved_ids"] == [task_image.instance_id], report
