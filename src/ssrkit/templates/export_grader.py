@@ -334,6 +334,11 @@ def main(data, argv):
         record = grade_harbor(data, work, bundle)
     except GradeFailure as e:
         record = {"passed": False, "reason": str(e)}
+    except Exception as e:  # noqa: BLE001 - whatever broke, Harbor gets a reward (0) and the reason
+        import traceback
+
+        traceback.print_exc()
+        record = {"passed": False, "reason": f"the grader failed: {type(e).__name__}: {e}"}
     os.makedirs(logs, exist_ok=True)
     with open(os.path.join(logs, "ssrkit_eval.json"), "w") as fh:
         json.dump(record, fh, indent=2, sort_keys=True)
