@@ -345,9 +345,27 @@ def write_swebench_repo(tasks: Iterable[Task], dest: Path, *, dataset: str = DEF
                         base: str = BASE_IMAGE) -> list[Path]:
     """A SWE-bench v5 task repository at `dest`: sweb.yaml and one tasks/<instance_id>/ per task."""
     dest.mkdir(parents=True, exist_ok=True)
+    datasets = [*_published_datasets(dest / "sweb.yaml"), dataset]
     out = [write_swebench_task(t, dest / "tasks", dataset, base) for t in tasks]
-    atomic_write_text(dest / "sweb.yaml", _yaml({"datasets": [dataset], "splits": [SPLIT]}))
+    atomic_write_text(dest / "sweb.yaml", _yaml({"datasets": list(dict.fromkeys(datasets)), "splits": [SPLIT]}))
     return out
+
+
+def _published_datasets(config: Path) -> list[str]:
+    """The datasets an earlier export into the same directory published (its tasks stay in them)."""
+    if not config.exists():
+        return []
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition(": ")
+        if key == "datasets":
+            try:
+                names = json.loads(value)
+            except json.JSONDecodeError:
+                break
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                return names
+            break
+    raise SsrkitError(f"{config} exists but is not a sweb.yaml ssrkit wrote; export into another directory")
 
 
 # -- Harbor ---------------------------------------------------------------------------------------

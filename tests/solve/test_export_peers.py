@@ -22,6 +22,7 @@ import pytest
 
 from ssrkit import export as core
 from ssrkit.artifact import Artifact
+from ssrkit.errors import SsrkitError
 from ssrkit.examples import materialize
 from ssrkit.solve import make_solver
 from ssrkit.source import RepoSource
@@ -254,6 +255,16 @@ def test_cli_directory_formats_need_out_and_valid_artifacts(exported, tmp_path):
                   str(tmp_path / "repo"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "repo" / "sweb.yaml").is_file() and len(list((tmp_path / "repo" / "tasks").iterdir())) == 1
+    # a second export into the same repository, under another dataset: both datasets stay published
+    other, other_source, _ = exported[0][NAMES[-1]]
+    proc = ssrkit("export", str(other.path), "--repo", other_source.path, "--format", "swebench-task", "--out",
+                  str(tmp_path / "repo"), "--dataset", "ssrkit/other")
+    assert proc.returncode == 0, proc.stderr
+    checks = pytest.importorskip("swebench.task.checks")
+    assert checks.check_task_repo(tmp_path / "repo") == []
+    assert "ssrkit/selfplay" in (tmp_path / "repo" / "sweb.yaml").read_text()
+    with pytest.raises(SsrkitError, match="needs the local repository"):
+        core.make_task(art, RepoSource.from_image("ssrkit/x:1"))
 
 
 # -- a real task image, SWE-bench's own harness ---------------------------------------------------
