@@ -46,7 +46,7 @@ PYTEST_COMMON = {
     M + "test_two[1-2]": "passed",
     M + "test_two[3-4]": "passed",
     M + "test_xfail": "passed",
-    M + "test_xpass": "passed",
+    M + "test_xpass": "xpassed",  # non-strict XPASS: its own status, a failure for a required test
     M + "test_setup_error": "error",
     M + "test_teardown_error": "error",  # passed, then failed in teardown
     M + "TestGroup::test_method": "passed",
@@ -54,13 +54,8 @@ PYTEST_COMMON = {
     M + "TestUnit::test_ok": "passed",
     M + "TestUnit::test_sub": "failed",  # one failing subtest
 }
-# without -v the summary names skipped tests only by file:line
-PYTEST_RA = {
-    **PYTEST_COMMON,
-    "tests/test_mix.py:18": "skipped",
-    "tests/test_mix.py:24": "skipped",
-    "tests/test_mix.py:63": "skipped",
-}
+# without -v the summary names skipped tests only by file:line, which is no test id: they are left out
+PYTEST_RA = dict(PYTEST_COMMON)
 PYTEST_RA_V = {
     **PYTEST_COMMON,
     M + "test_skipped": "skipped",
@@ -251,13 +246,29 @@ def sample_project(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("verbose, expected", [(False, PYTEST_RA), (True, PYTEST_RA_V)])
-def test_pytest_live(sample_project, verbose, expected):
-    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_mix.py"]
-    if verbose:
-        cmd.append("-v")
+# pytest >= 8.3: --no-fold-skipped prints `SKIPPED id - reason`, so -rA alone keys skips by node id
+@pytest.mark.parametrize("extra, expected", [([], PYTEST_RA), (["-v"], PYTEST_RA_V),
+                                             (["--no-fold-skipped"], PYTEST_RA_V)])
+def test_pytest_live(sample_project, extra, expected):
+    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests/test_mix.py", *extra]
     proc = subprocess.run(cmd, cwd=sample_project, capture_output=True, text=True, env=clean_env(), timeout=120)
     assert pytest_parser.parse(proc.stdout + proc.stderr) == expected
+
+
+def test_pytest_skips_and_xpass_in_the_summary():
+    log = (
+        "=========================== short test summary info ============================\n"
+        "SKIPPED [2] tests/test_a.py:7: folded, names no test\n"
+        "SKIPPED tests/test_a.py::test_s[a b] - Skipped: why - not\n"
+        "XPASS tests/test_a.py::test_x - reason\n"
+        "FAILED tests/test_a.py::test_strict - [XPASS(strict)] reason\n"
+        "=================== 1 failed, 1 skipped, 1 xpassed in 0.01s ====================\n"
+    )
+    assert pytest_parser.parse(log) == {
+        "tests/test_a.py::test_s[a b]": "skipped",
+        "tests/test_a.py::test_x": "xpassed",
+        "tests/test_a.py::test_strict": "failed",
+    }
 
 
 def test_unittest_live(sample_project):

@@ -21,3 +21,17 @@ def test_statuses_normalized():
 def test_bad_parser_output_explains_itself(text, fragment):
     with pytest.raises(ParseError, match=fragment):
         parse_statuses(text)
+
+
+def test_xpassed_is_a_status_that_fails_a_required_test():
+    from ssrkit.grade import Expectations, judge
+    from ssrkit.testrun import TestRun
+
+    statuses = parse_statuses('{"t::f2p": "passed", "t::p2p": "XPASSED", "t::other": "xpassed"}')
+    assert statuses["t::p2p"] == "xpassed"
+    run = TestRun(log="", exit_code=0, seconds=1.0, timed_out=False, truncated=False, statuses=statuses)
+    ok, reason, details = judge(run, Expectations(["t::f2p"], ["t::p2p"]))
+    assert not ok and "PASS_TO_PASS" in reason and details["not_passed"] == {"t::p2p": "xpassed"}
+    # an xpassed test nobody requires is not a failure of the run (pytest does not fail it either)
+    ok, reason, _ = judge(run, Expectations(["t::f2p"], []))
+    assert ok, reason

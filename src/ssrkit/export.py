@@ -1,44 +1,90 @@
-"""Export artifacts for other tools: SWE-bench-shaped task instances and SFT chat data.
+"""Export artifacts for other tools: SWE-bench instances and v5 task repositories, Harbor task directories, and
+SFT chat data.
 
-A SWE-bench instance needs a commit holding the buggy state. ssrkit makes one without touching the user's
-working tree or index: the original commit's tree plus both diffs is written with `git apply --cached` on a
-private index, committed with `git commit-tree`, and kept alive by a ref `refs/ssrkit/<id>`. Its `patch`
-(the reverse of the bug) and `test_patch` (the reverse of the weakening) apply to that commit.
+Every exported task starts from the same *snapshot*: a commit holding the buggy state (the original tree plus
+`bug_inject.diff` and `test_weaken.diff`) with no parent, the way `ssrkit solve` shows the repository to a
+solver (one fresh commit: neither the history nor the original code is visible). ssrkit makes it without
+touching the user's working tree or index — the diffs are applied with `git apply --cached` on a private index,
+the tree committed with `git commit-tree` under a fixed identity and date, so the same artifact always gives
+the same commit — and keeps it alive by a ref `refs/ssrkit/<id>`. A task carries it as `repo.bundle` (branch
+`main`), which its Dockerfile clones: a build needs neither the user's repository nor a registry. `patch` (the
+reverse of the bug) and `test_patch` (the reverse of the weakening) apply to the snapshot.
+
+Grading inside a task's container is ssrkit's own: `templates/export_grader.py` completed by `grader_script`
+with the parts of `testrun`, `pathmatch` and `grade` it needs (copied from their source, so there is one
+definition of each) and the artifact's grading data. In a SWE-bench task `eval.sh` runs it after the harness
+applied the model patch: it restores the listed test files and the protected files as `ssrkit solve` does, runs
+the artifact's test script, parses the log with the artifact's own parser, and prints one line per test in the
+`--- PASS: <id> (0s)` form that SWE-bench's `parse_log_gotest` reads back exactly (pytest ids with spaces and
+` - ` included, which SWE-bench's pytest parsers cut short). In a Harbor task `tests/test.sh` runs it on the
+agent's work tree and writes the verdict of `ssrkit solve` (canary included) as the reward.
 """
 
 from __future__ import annotations
 
+import base64
+import inspect
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
+import tomli_w
+
+from . import grade as grading
 from . import patch as patches
+from . import pathmatch, testrun
 from .agents.solver import task_from_weaken_diff
-from .artifact import Artifact
+from .artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
+from .fsutil import atomic_write_text
+from .grade import GradeSettings, current_validation
+from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
+from .solve import JUNK
 from .source import RepoSource
 
+#: how SWE-bench reads the lines `grade.py swebench` prints, and how it grades them
+LOG_PARSER = "parse_log_gotest"
+EVAL_TYPE = "pass_and_fail"
+SPLIT = "test"
+DEFAULT_DATASET = "ssrkit/selfplay"
+VERSION = "ssrkit"
+BUNDLE = "repo.bundle"
+BRANCH = "main"
+#: the markers SWE-bench's grading reads the test output between
+START_MARKER, END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
+GRADER_STATE = "/tmp/ssrkit-grade"
+FORMATS = ("swebench", "swebench-task", "harbor", "sft")
 
-def _git(repo: str, *args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> str:
-    proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, input=stdin,
+_IDENT = {"GIT_AUTHOR_NAME": "ssrkit", "GIT_AUTHOR_EMAIL": "ssrkit@localhost",
+          "GIT_COMMITTER_NAME": "ssrkit", "GIT_COMMITTER_EMAIL": "ssrkit@localhost",
+          "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+
+
+def _git(repo: str, *args: str, env: dict[str, str] | None = None, binary: bool = False) -> Any:
+    proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, text=not binary,
                           env={**os.environ, **(env or {})})
     if proc.returncode != 0:
-        raise SsrkitError(f"git {args[0]} failed in {repo}: {proc.stderr.strip()[:300]}")
+        err = proc.stderr if not binary else proc.stderr.decode("utf-8", "replace")
+        raise SsrkitError(f"git {args[0]} failed in {repo}: {err.strip()[:300]}")
     return proc.stdout
 
 
-def buggy_commit(repo: str, base_commit: str, bug_diff: str, weaken_diff: str, artifact_id: str) -> str:
-    """Commit original + bug + weakening on top of `base_commit`, leaving the working tree alone."""
+# -- the snapshot ---------------------------------------------------------------------------------
+
+def snapshot_commit(repo: str, base_commit: str, bug_diff: str, weaken_diff: str, artifact_id: str) -> str:
+    """Commit original + bug + weakening as a parentless commit (ref `refs/ssrkit/<id>`); the tree is untouched."""
     with tempfile.TemporaryDirectory(prefix="ssrkit-export-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
-               "GIT_AUTHOR_NAME": "ssrkit", "GIT_AUTHOR_EMAIL": "ssrkit@localhost",
-               "GIT_COMMITTER_NAME": "ssrkit", "GIT_COMMITTER_EMAIL": "ssrkit@localhost",
-               "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), **_IDENT}
         _git(repo, "read-tree", base_commit, env=env)
-        for label, diff in (("bug_inject.diff", bug_diff), ("test_weaken.diff", weaken_diff)):
+        for label, diff in ((BUG_DIFF, bug_diff), (WEAKEN_DIFF, weaken_diff)):
             p = Path(tmp) / label
             p.write_text(diff if diff.endswith("\n") else diff + "\n")
             proc = subprocess.run(["git", "-C", repo, "apply", "--cached", str(p)], capture_output=True,
@@ -46,53 +92,342 @@ def buggy_commit(repo: str, base_commit: str, bug_diff: str, weaken_diff: str, a
             if proc.returncode != 0:
                 raise SsrkitError(patches.explain_apply_error(proc.stderr, label) + f" (at commit {base_commit[:12]})")
         tree = _git(repo, "write-tree", env=env).strip()
-        commit = _git(repo, "commit-tree", tree, "-p", base_commit, "-m", f"ssrkit bug {artifact_id}",
-                      env=env).strip()
+        commit = _git(repo, "commit-tree", tree, "-m", "Initial commit", env=env).strip()
     _git(repo, "update-ref", f"refs/ssrkit/{artifact_id}", commit)
     return commit
 
 
-def swebench_instance(artifact: Artifact, source: RepoSource | None = None) -> dict[str, Any]:
-    """One SWE-bench-shaped instance (FAIL_TO_PASS / PASS_TO_PASS JSON-encoded, as in SWE-bench's data)."""
-    validation = artifact.validation
-    if not validation or not validation.get("valid"):
+def write_bundle(repo: str, artifact_id: str, dest: Path) -> None:
+    """`dest`: a git bundle holding only the snapshot, as branch `main` (a clone checks it out)."""
+    with tempfile.TemporaryDirectory(prefix="ssrkit-bundle-") as tmp:
+        _git(tmp, "init", "-q", "--bare", ".")
+        _git(tmp, "fetch", "-q", "--no-tags", repo, f"+refs/ssrkit/{artifact_id}:refs/heads/{BRANCH}")
+        _git(tmp, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _git(tmp, "bundle", "create", "-q", str(dest.resolve()), "HEAD", BRANCH)
+
+
+def _blob(repo: str, commit: str, path: str) -> bytes | None:
+    proc = subprocess.run(["git", "-C", repo, "cat-file", "blob", f"{commit}:{path}"], capture_output=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+# -- one exported task ----------------------------------------------------------------------------
+
+@dataclass
+class Task:
+    """What every export format is made from: one valid artifact, its snapshot and its grading data."""
+
+    artifact: Artifact
+    instance_id: str
+    repo_name: str
+    source: RepoSource
+    original_commit: str
+    base_commit: str
+    patch: str
+    test_patch: str
+    problem_statement: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    grading: dict[str, Any]
+
+    @property
+    def image(self) -> str:
+        return swebench_image(self.instance_id)
+
+    @property
+    def test_files_in_patch(self) -> list[str]:
+        return patches.touched_files(self.test_patch, "test.patch")
+
+
+def swebench_image(instance_id: str, namespace: str = "swebench") -> str:
+    """The image name SWE-bench derives for an instance (its check_task_repo insists on it)."""
+    return f"{namespace}/sweb.eval.x86_64.{instance_id}:latest".lower().replace("__", "_1776_")
+
+
+def _safe_id(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
+
+
+def _repo_name(source: RepoSource) -> str:
+    raw = source.path if source.kind == "local" else source.image
+    return _safe_id(Path(str(raw).rstrip("/")).name.replace(":", "_")) or "repo"
+
+
+def make_task(artifact: Artifact, source: RepoSource | None = None,
+              settings: GradeSettings | None = None) -> Task:
+    """The exported form of a valid artifact (SsrkitError, saying what to do, otherwise)."""
+    validation = current_validation(artifact)
+    if not validation.get("valid"):
         raise SsrkitError(f"{artifact.path}: only valid artifacts can be exported; run `ssrkit validate` first")
     meta = artifact.metadata
     source = source or meta.repo
     if source is None:
         raise SsrkitError(f"{artifact.path}: no repository recorded; pass --repo PATH")
+    if source.kind != "local":
+        raise SsrkitError(f"{artifact.path}: its repository is the image {source.image}; export needs the local "
+                          f"repository to make the task's snapshot: pass --repo PATH")
+    settings = settings or GradeSettings()
     bug, weaken = artifact.bug_diff, artifact.weaken_diff
-    instance: dict[str, Any] = {
-        "instance_id": f"{_repo_name(source)}__ssr-{artifact.id}",
-        "repo": source.label,
-        "patch": patches.reverse(bug),
-        "test_patch": patches.reverse(weaken),
-        "problem_statement": task_from_weaken_diff(weaken),
-        "hints_text": "",
-        "FAIL_TO_PASS": json.dumps(validation["fail_to_pass"]),
-        "PASS_TO_PASS": json.dumps(validation["pass_to_pass"]),
-        "created_at": meta.created,
-        "version": "ssrkit",
-        "image": source.image if source.kind == "image" else None,
+    original = meta.base_commit or _git(source.path, "rev-parse", "HEAD").strip()
+    base = snapshot_commit(source.path, original, bug, weaken, artifact.id)
+    patch, test_patch = patches.reverse(bug), patches.reverse(weaken)
+    f2p, p2p = list(validation["fail_to_pass"]), list(validation["pass_to_pass"])
+    bug_touched = patches.touched_files(bug, BUG_DIFF)
+    weaken_touched = patches.touched_files(weaken, WEAKEN_DIFF)
+    known = list(dict.fromkeys([*artifact.test_files, *bug_touched, *weaken_touched]))
+    originals = {}
+    for p in known:
+        data = _blob(source.path, original, p)
+        originals[p] = None if data is None else base64.b64encode(data).decode("ascii")
+    grading_data = {
+        "workdir": WORKDIR,
+        "base_commit": base,
         "test_script": artifact.test_script,
+        "test_parser": artifact.test_parser,
         "test_files": artifact.test_files,
+        "timeout": settings.timeout,
+        "fail_to_pass": f2p,
+        "pass_to_pass": p2p,
+        "patterns": settings.patterns,
+        "guard_shadows": settings.guard_shadows,
+        "canary": settings.canary,
+        "artifact_touched": list(dict.fromkeys([*bug_touched, *weaken_touched])),
+        "weaken_touched": weaken_touched,
+        "originals": originals,
+        "junk": list(JUNK),
+        "to_original": _join_diffs(patch, test_patch),
+    }
+    name = _repo_name(source)
+    return Task(artifact=artifact, instance_id=f"{name}__ssr-{_safe_id(artifact.id)}", repo_name=name,
+                source=source, original_commit=original, base_commit=base, patch=patch, test_patch=test_patch,
+                problem_statement=task_from_weaken_diff(weaken), fail_to_pass=f2p, pass_to_pass=p2p,
+                grading=grading_data)
+
+
+def _join_diffs(*diffs: str) -> str:
+    return "".join(d if d.endswith("\n") else d + "\n" for d in diffs if d.strip())
+
+
+# -- the in-container grader ----------------------------------------------------------------------
+
+#: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
+_GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
+                 grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
+                 grading.canary_code, grading._with_canary, grading.canary_target)
+
+
+def grader_script(data: dict[str, Any]) -> str:
+    """`grade.py`: a standard-library script that grades in the task's container (see templates/export_grader.py)."""
+    template = resources.files("ssrkit.templates").joinpath("export_grader.py").read_text(encoding="utf-8")
+    constants = "\n".join([
+        f"PASSED, FAILED, SKIPPED, ERROR, XPASSED = {testrun.PASSED!r}, {testrun.FAILED!r}, "
+        f"{testrun.SKIPPED!r}, {testrun.ERROR!r}, {testrun.XPASSED!r}",
+        f"STATUSES = {testrun.STATUSES!r}",
+        f"SHADOW_NAMES = frozenset({sorted(grading.SHADOW_NAMES)!r})",
+        f"IMPORT_ROOTS = {grading.IMPORT_ROOTS!r}",
+        f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
+    ])
+    parts = "\n\n".join(inspect.getsource(obj) for obj in _GRADER_PARTS)
+    payload = base64.b64encode(json.dumps(data, sort_keys=True).encode("utf-8")).decode("ascii")
+    return (f"#!/usr/bin/env python3\nfrom __future__ import annotations\n\n{template}\n\n"
+            f"# -- from ssrkit (testrun, pathmatch, grade) {'-' * 56}\n\n{constants}\n\n\n{parts}\n\n"
+            f"DATA = json.loads(base64.b64decode({payload!r}).decode('utf-8'))\n\n"
+            f"if __name__ == '__main__':\n    sys.exit(main(DATA, sys.argv[1:]))\n")
+
+
+def _b64_heredoc(dest: str, data: bytes, tag: str) -> list[str]:
+    text = base64.encodebytes(data).decode("ascii").rstrip("\n")
+    return [f"base64 -d > {dest} <<'{tag}'", *text.splitlines(), tag]
+
+
+def eval_script(task: Task) -> str:
+    """SWE-bench's eval.sh: the test changes applied, ssrkit's grading between the markers."""
+    q = shlex.quote
+    lines = [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        f'cd "${{SSRKIT_WORKDIR:-{WORKDIR}}}"',
+        "mkdir -p /tmp/ssrkit-eval",
+        "# the tests that grade the task: test.patch on the snapshot's test files",
+        *(f"git checkout -q {task.base_commit} -- {q(p)} 2>/dev/null || rm -f -- {q(p)}"
+          for p in task.test_files_in_patch),
+        *_b64_heredoc("/tmp/ssrkit-eval/test.patch", task.test_patch.encode("utf-8"), "EOF_SSRKIT_TEST_PATCH"),
+        "git apply --binary /tmp/ssrkit-eval/test.patch",
+        "# ssrkit's grading: protected files restored as `ssrkit solve` does, the artifact's test script and parser;",
+        "# it prints one `--- PASS|FAIL|SKIP: <test id> (0s)` line per test (log_parser parse_log_gotest)",
+        *_b64_heredoc("/tmp/ssrkit-eval/grade.py", grader_script(task.grading).encode("utf-8"),
+                      "EOF_SSRKIT_GRADER"),
+        f"export SSRKIT_GRADE_STATE={GRADER_STATE}",
+        f": '{START_MARKER}'",
+        "python3 -I /tmp/ssrkit-eval/grade.py swebench",
+        f": '{END_MARKER}'",
+        "# the test script's own log, indented so that no line of it is read as a result",
+        f"sed 's/^/| /' {GRADER_STATE}/test.log 2>/dev/null || true",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def dockerfile(task: Task, base: str = BASE_IMAGE) -> str:
+    """The task image: the snapshot (from `repo.bundle` in the build context) at /testbed, installed."""
+    return (f"FROM {base}\n"
+            f"COPY {BUNDLE} /tmp/ssrkit-{BUNDLE}\n"
+            f"RUN git clone -q /tmp/ssrkit-{BUNDLE} {WORKDIR} && git -C {WORKDIR} remote remove origin \\\n"
+            f"    && rm /tmp/ssrkit-{BUNDLE}\n"
+            f"WORKDIR {WORKDIR}\n"
+            # ssrkit's test scripts call `python`; Debian's python3 comes without that name
+            "RUN command -v python >/dev/null 2>&1 || ln -s \"$(command -v python3)\" /usr/local/bin/python\n"
+            + INSTALL_STEP.format(workdir=WORKDIR)
+            + f"LABEL ssrkit.instance={task.instance_id} ssrkit.base_commit={task.base_commit}\n")
+
+
+# -- SWE-bench: JSONL instances and v5 task repositories ------------------------------------------
+
+def swebench_instance(task: Task, dataset: str = DEFAULT_DATASET) -> dict[str, Any]:
+    """One SWE-bench instance (FAIL_TO_PASS / PASS_TO_PASS JSON-encoded, as in SWE-bench's published data)."""
+    art, meta = task.artifact, task.artifact.metadata
+    return {
+        "instance_id": task.instance_id,
+        "repo": f"ssrkit/{task.repo_name}",
+        "base_commit": task.base_commit,
+        "patch": task.patch,
+        "test_patch": task.test_patch,
+        "problem_statement": task.problem_statement,
+        "hints_text": "",
+        "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
+        "PASS_TO_PASS": json.dumps(task.pass_to_pass),
+        "created_at": meta.created or now_iso(),
+        "version": VERSION,
+        "environment_setup_commit": task.base_commit,
+        "image": task.image,
+        "eval_script": eval_script(task),
+        "log_parser": LOG_PARSER,
+        "eval_type": EVAL_TYPE,
+        "split": SPLIT,
+        "datasets": [dataset],
+        "original_commit": task.original_commit,
+        "repo_path": task.source.path,
+        "artifact": art.id,
         "strategy": meta.strategy,
         "order": meta.order,
+        "test_files": art.test_files,
     }
-    if source.kind == "local":
-        base = meta.base_commit or _git(source.path, "rev-parse", "HEAD").strip()
-        instance["original_commit"] = base
-        instance["base_commit"] = buggy_commit(source.path, base, bug, weaken, artifact.id)
-        instance["environment_setup_commit"] = base
-    else:
-        instance["base_commit"] = meta.base_commit
-    return instance
 
 
-def _repo_name(source: RepoSource) -> str:
-    raw = source.path if source.kind == "local" else source.image
-    return Path(str(raw).rstrip("/")).name.replace(":", "_") or "repo"
+def _yaml(mapping: dict[str, Any]) -> str:
+    """Block-style YAML whose values are JSON (valid YAML flow nodes): no YAML library needed."""
+    return "".join(f"{k}: {json.dumps(v, ensure_ascii=False)}\n" for k, v in sorted(mapping.items()))
 
+
+_AS_FILE = {"patch": "gold.patch", "test_patch": "test.patch", "eval_script": "eval.sh",
+            "problem_statement": "problem_statement.md"}
+
+
+def write_swebench_task(task: Task, tasks_dir: Path, dataset: str, base: str) -> Path:
+    """tasks/<instance_id>/ of a SWE-bench v5 task repository."""
+    d = tasks_dir / task.instance_id
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    inst = swebench_instance(task, dataset)
+    for key, name in _AS_FILE.items():
+        (d / name).write_text(inst.pop(key))
+    tests = {"FAIL_TO_PASS": json.loads(inst.pop("FAIL_TO_PASS")), "PASS_TO_PASS": json.loads(inst.pop("PASS_TO_PASS"))}
+    (d / "tests.json").write_text(json.dumps(tests, indent=2, ensure_ascii=False) + "\n")
+    inst.pop("hints_text")  # hints.md is written only when there are hints
+    (d / "task.yaml").write_text(_yaml(inst))
+    (d / "Dockerfile").write_text(dockerfile(task, base))
+    write_bundle(task.source.path, task.artifact.id, d / BUNDLE)
+    return d
+
+
+def write_swebench_repo(tasks: Iterable[Task], dest: Path, *, dataset: str = DEFAULT_DATASET,
+                        base: str = BASE_IMAGE) -> list[Path]:
+    """A SWE-bench v5 task repository at `dest`: sweb.yaml and one tasks/<instance_id>/ per task."""
+    dest.mkdir(parents=True, exist_ok=True)
+    datasets = [*_published_datasets(dest / "sweb.yaml"), dataset]
+    out = [write_swebench_task(t, dest / "tasks", dataset, base) for t in tasks]
+    atomic_write_text(dest / "sweb.yaml", _yaml({"datasets": list(dict.fromkeys(datasets)), "splits": [SPLIT]}))
+    return out
+
+
+def _published_datasets(config: Path) -> list[str]:
+    """The datasets an earlier export into the same directory published (its tasks stay in them)."""
+    if not config.exists():
+        return []
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition(": ")
+        if key == "datasets":
+            try:
+                names = json.loads(value)
+            except json.JSONDecodeError:
+                break
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                return names
+            break
+    raise SsrkitError(f"{config} exists but is not a sweb.yaml ssrkit wrote; export into another directory")
+
+
+# -- Harbor ---------------------------------------------------------------------------------------
+
+TEST_SH = """\
+#!/bin/bash
+# ssrkit's verifier: the agent's changes graded exactly as `ssrkit solve` grades a fix (listed test files and
+# protected files restored, the artifact's test script and parser, FAIL_TO_PASS and PASS_TO_PASS, the canary).
+# Writes /logs/verifier/reward.txt (1 or 0), ssrkit_eval.json (the verdict) and test_output.log.
+mkdir -p "${SSRKIT_VERIFIER_LOGS:-/logs/verifier}"
+python3 -I "$(dirname "$0")/grade.py" harbor
+"""
+
+
+def harbor_task_toml(task: Task) -> str:
+    meta = task.artifact.metadata
+    # the graded run, and for a fix that passes the canary run and its reference run on the original code
+    verifier = 3 * task.grading["timeout"] + 120
+    return tomli_w.dumps({
+        "version": "1.0",
+        "metadata": {
+            "author_name": "ssrkit",
+            "category": "debugging",
+            "tags": ["ssrkit", "swe", "bug-fixing", meta.strategy],
+            "ssrkit_artifact": task.artifact.id,
+            "ssrkit_base_commit": task.base_commit,
+            "ssrkit_original_commit": task.original_commit,
+            "ssrkit_order": meta.order,
+            "fail_to_pass": task.fail_to_pass,
+            "pass_to_pass": task.pass_to_pass,
+        },
+        "verifier": {"timeout_sec": float(verifier)},
+        "agent": {"timeout_sec": 1800.0},
+        "environment": {"build_timeout_sec": 900.0, "cpus": 2, "memory_mb": 4096, "storage_mb": 10240},
+    })
+
+
+def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path:
+    """dest/<instance_id>/: task.toml, instruction.md, environment/, tests/, solution/."""
+    d = dest / task.instance_id
+    if d.exists():
+        shutil.rmtree(d)
+    for sub in ("environment", "tests", "solution"):
+        (d / sub).mkdir(parents=True)
+    (d / "task.toml").write_text(harbor_task_toml(task))
+    (d / "instruction.md").write_text(task.problem_statement)
+    (d / "environment" / "Dockerfile").write_text(dockerfile(task, base))
+    write_bundle(task.source.path, task.artifact.id, d / "environment" / BUNDLE)
+    shutil.copyfile(d / "environment" / BUNDLE, d / "tests" / BUNDLE)  # the verifier's own copy of the snapshot
+    (d / "tests" / "grade.py").write_text(grader_script(task.grading))
+    (d / "tests" / "test.sh").write_text(TEST_SH)
+    (d / "tests" / "test.sh").chmod(0o755)
+    solve = ["#!/bin/bash", "# the reference fix: the reverse of the injected bug", "set -e",
+             f'cd "${{SSRKIT_WORKDIR:-{WORKDIR}}}"',
+             *_b64_heredoc("/tmp/ssrkit-gold.patch", task.patch.encode("utf-8"), "EOF_SSRKIT_GOLD"),
+             "git apply --binary /tmp/ssrkit-gold.patch"]
+    (d / "solution" / "solve.sh").write_text("\n".join(solve) + "\n")
+    (d / "solution" / "solve.sh").chmod(0o755)
+    return d
+
+
+# -- SFT ------------------------------------------------------------------------------------------
 
 def sft_examples(artifact: Artifact) -> Iterator[dict[str, Any]]:
     """Chat transcripts of the artifact's successful solver attempts."""

@@ -162,10 +162,9 @@ def _trim_rootfs(rootfs: str) -> None:
         fh.write("[safe]\n\tdirectory = *\n")
 
 
-_DOCKERFILE = """\
-FROM {base}
-COPY repo/ {workdir}/
-WORKDIR {workdir}
+#: The Dockerfile step that installs the repository at {workdir} (best effort, no network): shared by the
+#: sandbox images and the exported task images (`ssrkit export --format swebench-task | harbor`).
+INSTALL_STEP = """\
 RUN set -e; cd {workdir}; \\
     if [ -f pyproject.toml ] || [ -f setup.py ]; then \\
       if command -v pip >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1; then \\
@@ -175,6 +174,13 @@ RUN set -e; cd {workdir}; \\
       else echo "ssrkit: no pip in the base image; the repository is not installed"; fi; \\
     fi; \\
     git config --system --add safe.directory '*' 2>/dev/null || true
+"""
+
+_DOCKERFILE = """\
+FROM {base}
+COPY repo/ {workdir}/
+WORKDIR {workdir}
+""" + INSTALL_STEP + """\
 COPY ssrkit/ssrkit_tree.py /.ssrkit/ssrkit_tree.py
 RUN if python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then \
       python3 /.ssrkit/ssrkit_tree.py snapshot {workdir} /.ssrkit pristine; fi

@@ -22,8 +22,10 @@ def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_repo, t
     assert len(instances) == 2 and "exported 2 swebench record(s)" in proc.stderr
     head = git(calc_repo, "rev-parse", "HEAD").strip()
     for inst in instances:
-        assert inst["instance_id"].startswith("calc__ssr-") and inst["repo"] == str(calc_repo)
+        assert inst["instance_id"].startswith("calc__ssr-") and inst["repo"] == "ssrkit/calc"
+        assert inst["repo_path"] == str(calc_repo)
         assert inst["original_commit"] == head and inst["base_commit"] != head
+        assert inst["log_parser"] == "parse_log_gotest" and ">>>>> Start Test Output" in inst["eval_script"]
         assert json.loads(inst["FAIL_TO_PASS"]) and isinstance(json.loads(inst["PASS_TO_PASS"]), list)
         assert "tests/" in inst["test_patch"] and "tests/" not in inst["patch"].split("\n", 1)[0]
         # a checkout of base_commit (the buggy, weakened tree), in a clone: the user's tree is never touched
@@ -31,6 +33,8 @@ def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_repo, t
         subprocess.run(["git", "clone", "-q", "--no-checkout", str(calc_repo), str(work)], check=True)
         git(work, "fetch", "-q", "origin", f"refs/ssrkit/{inst['instance_id'].split('ssr-')[1]}")
         git(work, "checkout", "-q", inst["base_commit"])
+        # the buggy snapshot has no history: neither the original code nor the past is visible from it
+        assert git(work, "rev-list", "--count", "HEAD").strip() == "1"
         for name in ("patch", "test_patch"):
             (work / f"{name}.diff").write_text(inst[name])
             git(work, "apply", "--check", f"{name}.diff")

@@ -1,4 +1,4 @@
-"""`ssrkit export`: artifacts as SWE-bench instances or SFT chat data (JSONL)."""
+"""`ssrkit export`: artifacts as SWE-bench instances (JSONL) or task repositories, Harbor tasks, or SFT data."""
 
 from __future__ import annotations
 
@@ -9,47 +9,91 @@ from typing import List, Optional
 
 import typer
 
+from .. import export as core
 from ..artifact import find_artifacts
 from ..errors import SsrkitError
-from ..export import sft_examples, swebench_instance
 from ..fsutil import atomic_write_text
-from .common import ImageOpt, RepoOpt, WorkdirOpt, err_console, explicit_source
+from ..grade import GradeSettings
+from ..image import BASE_IMAGE
+from .common import ConfigOpt, ImageOpt, RepoOpt, WorkdirOpt, config_for, err_console, explicit_source, source_for
 
 EPILOG = """
 [bold]Examples[/]
 
   [cyan]ssrkit export runs/offline/round-001/inject --format swebench > bugs.jsonl[/]
+  [cyan]ssrkit export runs/offline/round-001/inject --format swebench-task --out tasks/[/]   (then: swebench eval tasks/ --gold --task-repo tasks/)
+  [cyan]ssrkit export runs/offline/round-001/inject --format harbor --out harbor/[/]   (then: harbor run -p harbor/<task> ...)
   [cyan]ssrkit export runs/offline --format sft --out sft.jsonl[/]
+
+See docs/export.md.
 """
+
+DIR_FORMATS = ("swebench-task", "harbor")
 
 
 def export(
     artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
                                            show_default=False),
-    fmt: str = typer.Option("swebench", "--format", "-f", help="swebench or sft."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write JSONL here instead of stdout."),
+    fmt: str = typer.Option("swebench", "--format", "-f",
+                            help="swebench (JSONL), swebench-task (a SWE-bench v5 task repository), harbor "
+                                 "(Harbor task directories) or sft (JSONL)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="JSONL formats: write here instead of stdout. swebench-task and "
+                                            "harbor: the directory to write (required)."),
+    base: str = typer.Option(BASE_IMAGE, "--base",
+                             help="swebench-task / harbor: the image the task Dockerfiles build on (any image "
+                                  "with git, python3 and the repository's test dependencies)."),
+    dataset: str = typer.Option(core.DEFAULT_DATASET, "--dataset",
+                                help="swebench / swebench-task: the dataset name the tasks belong to."),
     repo: Optional[Path] = RepoOpt,
     image: Optional[str] = ImageOpt,
     workdir: Optional[str] = WorkdirOpt,
+    config: Optional[Path] = ConfigOpt,
 ) -> None:
-    """Export valid artifacts as SWE-bench-shaped instances, or successful solver trajectories for SFT."""
-    if fmt not in ("swebench", "sft"):
-        raise SsrkitError(f"unknown --format {fmt!r}: use swebench or sft")
+    """Export valid artifacts for SWE-bench or Harbor, or successful solver trajectories for SFT."""
+    if fmt not in core.FORMATS:
+        raise SsrkitError(f"unknown --format {fmt!r}: use {', '.join(core.FORMATS)}")
+    if fmt in DIR_FORMATS and out is None:
+        raise SsrkitError(f"--format {fmt} writes a directory: give it with --out DIR")
+    if fmt in DIR_FORMATS and out.exists() and not out.is_dir():
+        raise SsrkitError(f"--out {out} exists and is not a directory")
     explicit = explicit_source(repo, image, workdir)
-    lines: list[str] = []
+    found = find_artifacts(artifacts)
+    if not found:
+        raise SsrkitError(f"no artifacts found in {', '.join(map(str, artifacts))}")
+    if fmt == "sft":
+        lines = [json.dumps(ex) for art in found for ex in core.sft_examples(art)]
+        _write_jsonl(lines, out)
+        err_console.print(f"exported {len(lines)} sft record(s)")
+        return
+    tasks: list[core.Task] = []
     skipped = 0
-    for art in find_artifacts(artifacts):
-        if fmt == "swebench":
-            if not (art.validation or {}).get("valid"):
-                skipped += 1
-                continue
-            lines.append(json.dumps(swebench_instance(art, explicit)))
-        else:
-            lines.extend(json.dumps(ex) for ex in sft_examples(art))
+    for art in found:
+        if not (art.validation or {}).get("valid"):
+            skipped += 1
+            continue
+        source = source_for(art, explicit)
+        settings = GradeSettings.from_config(config_for(config, Path(source.path) if source.path else None))
+        tasks.append(core.make_task(art, source, settings))
+    note = f", {skipped} invalid or unvalidated skipped" if skipped else ""
+    if fmt == "swebench":
+        _write_jsonl([json.dumps(core.swebench_instance(t, dataset)) for t in tasks], out)
+        err_console.print(f"exported {len(tasks)} swebench record(s){note}")
+    elif not tasks:
+        raise SsrkitError(f"no valid artifact to export{note}; validate them first (ssrkit validate)")
+    elif fmt == "swebench-task":
+        core.write_swebench_repo(tasks, out, dataset=dataset, base=base)
+        err_console.print(f"exported {len(tasks)} task(s) to the SWE-bench task repository {out}{note}; "
+                          f"evaluate with: swebench eval {out} --gold --task-repo {out}")
+    else:
+        for t in tasks:
+            core.write_harbor_task(t, out, base=base)
+        err_console.print(f"exported {len(tasks)} Harbor task(s) to {out}{note}")
+
+
+def _write_jsonl(lines: list[str], out: Optional[Path]) -> None:
     text = "".join(line + "\n" for line in lines)
     if out:
         atomic_write_text(out, text)
     else:
         sys.stdout.write(text)
-    note = f", {skipped} invalid or unvalidated skipped" if skipped else ""
-    err_console.print(f"exported {len(lines)} {fmt} record(s){note}")

@@ -9,15 +9,22 @@ Sources, in this order of trust:
 * the short test summary that ``-rA`` prints:
   ``PASSED id``, ``FAILED id - message``, ``ERROR id - message``, ``XFAIL id - reason``,
   ``XPASS id - reason`` (``XPASS id reason`` before pytest 8), ``SUBFAILED(...) id - message``,
-  ``SKIPPED [n] file:line: reason``;
+  ``SKIPPED id - reason`` (``--no-fold-skipped``, pytest 8.3 and later);
 * the progress lines of ``-v`` (``tests/test_a.py::test_x PASSED  [ 50%]``), when present.
   They give exact ids, which settles parametrize ids containing `` - `` and gives skipped
-  tests their node id (the summary only names ``file:line`` for skips).
+  tests their node id.
 
-Statuses: passed, failed, error, skipped.  ``XFAIL`` and non-strict ``XPASS`` count as
-passed (pytest does not fail the run for them; a strict XPASS is reported as FAILED).
+A skip that pytest folds into ``SKIPPED [n] file:line: reason`` (``-rA`` without ``-v`` or
+``--no-fold-skipped``) names no test, so it is not reported: a test id is always a node id,
+never a ``file:line`` location.
+
+Statuses: passed, failed, error, skipped, xpassed.  ``XFAIL`` counts as passed (the test
+behaves as its author expects).  A non-strict ``XPASS`` is its own status, ``xpassed``: pytest
+does not fail the run for it, but grading requires a listed test to *pass*, so an xpassed
+FAIL_TO_PASS or PASS_TO_PASS test fails the grade, as a strict xfail would (pytest itself
+reports a strict XPASS as FAILED).
 A test reported more than once (a teardown error after a pass, a failed subtest of a
-passing test) gets the worst status: error > failed > passed > skipped.  Subtests
+passing test) gets the worst status: error > failed > xpassed > passed > skipped.  Subtests
 (``SUBFAILED(i=2) id``, or ``SUBFAIL id (i=2)`` from the pytest-subtests plugin) are
 folded into their test.
 A collection error is reported under the file's path (``tests/test_a.py``) as error.
@@ -36,7 +43,7 @@ STATUS_MAP = {
     "ERROR": "error",
     "SKIPPED": "skipped",
     "XFAIL": "passed",
-    "XPASS": "passed",
+    "XPASS": "xpassed",
     "SUBPASSED": "passed",
     "SUBFAILED": "failed",
     "SUBSKIPPED": "skipped",
@@ -45,7 +52,7 @@ STATUS_MAP = {
     "SUBFAIL": "failed",
     "SUBSKIP": "skipped",
 }
-RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+RANK = {"skipped": 0, "passed": 1, "xpassed": 2, "failed": 3, "error": 4}
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _WORD = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|SUBPASSED|SUBFAILED|SUBSKIPPED|SUBPASS|SUBFAIL|SUBSKIP)"
@@ -108,7 +115,6 @@ def parse(log):
     known = set(verbose)
 
     result = {}
-    summary_skips = {}
     in_summary = False
     for line in lines:
         if re.match(r"^=+ short test summary info =+$", line):
@@ -121,17 +127,10 @@ def parse(log):
         if not match:
             continue
         word, rest = match.group(1), match.group(2).strip()
-        if word == "SKIPPED":
-            location = _SKIP_LOCATION.match(rest)
-            if location:
-                summary_skips[location.group(1)] = "skipped"
-                continue
+        if word == "SKIPPED" and _SKIP_LOCATION.match(rest):
+            continue  # a folded skip: a file:line location, not a test id
         _merge(result, _split_id(rest, known, word), STATUS_MAP[word])
 
-    skipped_files = {test_id.split("::")[0] for test_id, s in verbose.items() if s == "skipped"}
-    for location in summary_skips:
-        if location.rsplit(":", 1)[0] not in skipped_files:
-            _merge(result, location, "skipped")
     for test_id, status in verbose.items():
         _merge(result, test_id, status)
     return result
