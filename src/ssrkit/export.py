@@ -42,7 +42,7 @@ from . import grade as grading
 from . import patch as patches
 from . import pathmatch, testrun
 from .agents.solver import task_from_weaken_diff
-from .artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
+from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
 from .fsutil import atomic_write_text
 from .grade import GradeSettings, current_validation
@@ -431,15 +431,18 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
 
 def sft_examples(artifact: Artifact) -> Iterator[dict[str, Any]]:
     """Chat transcripts of the artifact's successful solver attempts."""
-    for d in artifact.attempt_dirs():
-        ev = artifact.read_json(f"attempts/{d.name}/eval.json") or {}
-        traj = artifact.read_json(f"attempts/{d.name}/trajectory.json")
-        if not ev.get("passed") or not traj or not traj.get("messages"):
+    from .attempts import scored_attempts
+
+    for attempt in scored_attempts(artifact):
+        if not attempt.passed:
+            continue
+        traj = artifact.read_json(f"{ATTEMPTS}/{attempt.name}/{TRAJECTORY}")
+        if not traj or not traj.get("messages"):
             continue
         yield {
             "messages": traj["messages"],
             "artifact": artifact.id,
-            "attempt": d.name,
+            "attempt": attempt.name,
             "model": traj.get("model"),
             "exit_status": traj.get("exit_status"),
         }
