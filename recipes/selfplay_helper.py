@@ -153,7 +153,8 @@ def finished_checkpoint(d: Path) -> bool:
         state = json.loads((d / "trainer_state.json").read_text())
     except (OSError, ValueError):
         return False
-    return bool(state.get("done")) and (d / "config.json").is_file()
+    # a full checkpoint (config.json), or a LoRA adapter (adapter_config.json) with SERVE_STRATEGY=lora
+    return bool(state.get("done")) and ((d / "config.json").is_file() or (d / "adapter_config.json").is_file())
 
 
 def policy_for(run: Path, round_no: int, initial: str) -> str:
