@@ -32,6 +32,12 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="ssrkit.toml to read (defa
                          rich_help_panel="Configuration")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
 JobsOpt = typer.Option(None, "--jobs", "-j", min=1, help="Parallel runs.")
+ExecutorOpt = typer.Option(None, "--executor", help="Where units run: local (default) or ray (a Ray cluster; "
+                           "the ssrkit\\[ray] extra, docs/cluster.md).", rich_help_panel="Scale-out")
+RayAddressOpt = typer.Option(None, "--ray-address", help="Ray cluster to join (default $RAY_ADDRESS, else a "
+                             "new one-node Ray here).", rich_help_panel="Scale-out")
+ShardOpt = typer.Option(None, "--shard", help="Do only shard K of N (e.g. 2/4) of the units: N batch jobs "
+                        "split a round with no engine.", rich_help_panel="Scale-out")
 
 
 def config_for(config: Optional[Path], repo: Optional[Path]) -> Config:
@@ -71,6 +77,17 @@ def sandbox_options(cfg: Config) -> SandboxOptions:
     )
     env = {str(k): str(v) for k, v in (sec.get("env") or {}).items()}
     return SandboxOptions(limits=limits, env=env, setup=sec.get("setup") or None)
+
+
+def executor_for(cfg: Config, executor: Optional[str], ray_address: Optional[str], jobs: int):
+    """The executor of a command: flags first, then `[run] executor` / `ray_address` (local by default)."""
+    from ..executor import make_executor
+
+    name = executor or cfg.get("run", "executor") or "local"
+    address = ray_address or cfg.get("run", "ray_address") or None
+    if name == "local" and address and not ray_address:
+        address = None  # a configured address is for when the executor is ray
+    return make_executor(name, max(1, jobs), address=address)
 
 
 def print_json(obj: Any) -> None:

@@ -16,8 +16,11 @@ from ..errors import SsrkitError
 from ..grade import GradeSettings
 from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
-                     ModelOpt, RepoOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, sandbox_options, source_for)
+from ..executor import Shard, shard_items
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+                     MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt,
+                     config_for, console, err_console, executor_for, explicit_source, print_json, sandbox_options,
+                     source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -52,6 +55,9 @@ def solve(
     attempts: Optional[int] = typer.Option(None, "--attempts", "-n", min=0,
                                            help="Finished attempts each artifact must have (default 8)."),
     jobs: Optional[int] = JobsOpt,
+    executor: Optional[str] = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    shard: Optional[str] = ShardOpt,
     redo: bool = typer.Option(False, "--redo", help="Run attempts 001..N again, replacing them."),
     regrade: bool = typer.Option(False, "--regrade", help="Re-grade saved fix.diff files; run no solver."),
     patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
@@ -83,7 +89,7 @@ def solve(
     """
     if regrade and patch is not None:
         raise SsrkitError("give either --regrade or --patch, not both")
-    found = find_artifacts(artifacts)
+    found = shard_items(find_artifacts(artifacts), Shard.parse(shard), lambda a: a.id)
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
     first = items[0][1] if items else None
@@ -115,24 +121,24 @@ def solve(
         _render([record], as_json, items)
         raise typer.Exit(0 if record["passed"] else 1)
 
-    if regrade:
-        records = _with_progress(lambda cb: engine.regrade(items, on_done=cb), "regrade", as_json)
-    else:
-        n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
-        model_options: dict[str, Any] = {
-            "base_url": base_url or cfg.get("solve", "base_url"),
-            "model": model or cfg.get("solve", "model"),
-            "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
-            "temperature": temperature,
-            "want_token_ids": token_ids,
-            "budget_runs": budget_runs,
-            "partial": partial,
-            "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
-                      **({"max_turns": max_turns} if max_turns else {})},
-        }
-        the_solver = make_solver(solver, **model_options)
-        records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb),
-                                 f"solve ({solver})", as_json)
+    n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
+    the_solver = None if regrade else make_solver(solver, **{
+        "base_url": base_url or cfg.get("solve", "base_url"),
+        "model": model or cfg.get("solve", "model"),
+        "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
+        "temperature": temperature,
+        "want_token_ids": token_ids,
+        "budget_runs": budget_runs,
+        "partial": partial,
+        "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
+                  **({"max_turns": max_turns} if max_turns else {})},
+    })
+    with executor_for(cfg, executor, ray_address, options.jobs) as ex:
+        if the_solver is None:
+            records = _with_progress(lambda cb: engine.regrade(items, on_done=cb, executor=ex), "regrade", as_json)
+        else:
+            records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb,
+                                                             executor=ex), f"solve ({solver})", as_json)
     _render(records, as_json, items)
 
 
