@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from helpers.repos import EXAMPLES, copy_artifact
-from ssrkit.artifact import Artifact
+from ssrkit.artifact import Artifact, Metadata
 from ssrkit.source import RepoSource
 
 EXPECTED = json.loads((EXAMPLES / "artifacts" / "expected.json").read_text())
@@ -16,11 +16,17 @@ SAMPLE = ["textkit/valid-slug-truncate-off-by-one", "textkit/valid-two-files-acr
           "ledger/valid-journal-as-of-boundary", "ledger/invalid-bug_breaks", "ledger/invalid-test_files_exist"]
 
 
-def sample_items(example_repos, dest: Path, names=SAMPLE) -> list[tuple[Artifact, RepoSource]]:
+def sample_items(example_repos, dest: Path, names=SAMPLE, *, record_repo: bool = False
+                 ) -> list[tuple[Artifact, RepoSource]]:
+    """Copies of example artifacts under `dest` with their repository; `record_repo` writes it into an
+    artifact.toml too, so the CLI finds it (the examples carry none)."""
     items = []
     for rel in names:
         art = Artifact(copy_artifact(EXAMPLES / "artifacts" / rel, dest / rel))
-        items.append((art, RepoSource.local(example_repos[rel.split("/")[0]])))
+        source = RepoSource.local(example_repos[rel.split("/")[0]])
+        if record_repo:
+            art.write_metadata(Metadata(repo=source))
+        items.append((art, source))
     return items
 
 

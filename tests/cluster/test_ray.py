@@ -14,6 +14,7 @@ from ssrkit.executor import LocalExecutor
 from ssrkit.validate import Settings, Validator, validate_all
 
 from clusterlib import sample_items, verdict
+from helpers.raycluster import node_args
 
 pytest.importorskip("ray")
 
@@ -114,6 +115,4 @@ def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tm
     assert [verdict(r) for r in remote] == [verdict(r) for r in local]
     for art, _ in items:
         assert (art.path / "validation.json").is_file()
-    workers.append(cluster.add_node(num_cpus=1, resources={"ssrkit_sandbox": 1},
-                                    object_store_memory=100 * 1024 * 1024))
-    workers.pop(-2)
+    workers[-1] = cluster.add_node(**node_args())  # for whichever test comes next
