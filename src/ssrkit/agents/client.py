@@ -100,14 +100,25 @@ class ModelClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.timeout_s = timeout_s
-        self._key_set = bool(os.environ.get(api_key_env))
         self._token_extras_ok = True
+        self._connect()
+
+    def _connect(self) -> None:
+        self._key_set = bool(os.environ.get(self.api_key_env))
         self._client = openai.OpenAI(
             base_url=self.base_url,
-            api_key=os.environ.get(api_key_env) or _NO_KEY,
+            api_key=os.environ.get(self.api_key_env) or _NO_KEY,
             max_retries=0,  # retries are ours: bounded, logged, and classified
-            timeout=timeout_s,
+            timeout=self.timeout_s,
         )
+
+    # a client travels to other machines (--executor ray) without its key: each reads `api_key_env` there
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_key_set")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._connect()
 
     def __repr__(self) -> str:  # never shows the key
         return f"ModelClient(base_url={self.public_url!r}, model={self.model!r})"
