@@ -33,6 +33,10 @@ class ModelError(SsrkitError):
     """The endpoint is misconfigured or unreachable: every later call would fail the same way."""
 
 
+class ServerDownError(ModelError):
+    """This server is unreachable or kept failing (5xx, 429, timeouts): another server may answer."""
+
+
 class ContextLengthError(SsrkitError):
     """The conversation no longer fits in the model's context window (the server said so)."""
 
@@ -63,6 +67,7 @@ class Completion:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     seconds: float = 0.0
+    server: str | None = None  # which server answered, when several serve the model (EndpointPool)
 
 
 class ModelClient:
@@ -233,7 +238,7 @@ class ModelClient:
         if code in (404, 405) or (code == 400 and _MODEL_UNKNOWN.search(detail)):
             return self._explain_not_found(url, code, detail)
         if code == 429 or code >= 500 or code == 408:
-            return ModelError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
+            return ServerDownError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
                               f"after {attempt + 1} tries; check the server's log")
         if code in (400, 413, 422) and _CONTEXT.search(detail):
             return ContextLengthError(f"the conversation no longer fits the model's context: {detail}")
@@ -253,12 +258,12 @@ class ModelClient:
     def _explain_connection(self, e: openai.APIConnectionError, attempt: int) -> ModelError:
         tries = f"after {attempt + 1} tries"
         if isinstance(e, openai.APITimeoutError):
-            return ModelError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
+            return ServerDownError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
                               f"({tries}); is it overloaded, or is the timeout too short?")
         if _refused(e):
-            return ModelError(f"nothing is listening at {self.public_url} ({tries}): start the server "
+            return ServerDownError(f"nothing is listening at {self.public_url} ({tries}): start the server "
                               f"(e.g. `vllm serve MODEL --port PORT`) or fix the base URL")
-        return ModelError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
+        return ServerDownError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
 
 
 # -- response parsing -------------------------------------------------------------------------------

@@ -103,7 +103,8 @@ STATUS_STYLE = {
 }
 
 # -- model options shared by the LLM injector and the LLM solver --------------------------------------
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm).",
+BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm); "
+                          "repeat it (or give a file of URLs) to spread trajectories over several servers.",
                           rich_help_panel="Model")
 ModelOpt = typer.Option(None, "--model", help="Model name served there (llm).", rich_help_panel="Model")
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).",
@@ -115,12 +116,13 @@ TokenIdsOpt = typer.Option(False, "--token-ids", help="Ask the server for token 
                            rich_help_panel="Model")
 
 
-def model_client(cfg: Config, section: str, *, base_url: Optional[str], model: Optional[str],
+def model_client(cfg: Config, section: str, *, base_url: Optional[list[str]], model: Optional[str],
                  api_key_env: Optional[str], temperature: Optional[float], token_ids: bool):
     """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env)."""
-    from ..agents import ModelClient, Sampling
+    from ..agents import Sampling
+    from ..agents.endpoints import base_urls, connect
 
-    base_url = base_url or cfg.get(section, "base_url")
+    base_url = base_urls(base_url or cfg.get(section, "base_url"))
     model = model or cfg.get(section, "model")
     if not base_url or not model:
         raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
@@ -128,5 +130,5 @@ def model_client(cfg: Config, section: str, *, base_url: Optional[str], model: O
     sampling = Sampling()
     if temperature is not None:
         sampling.temperature = temperature
-    return ModelClient(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
+    return connect(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
                        sampling=sampling, want_token_ids=token_ids)

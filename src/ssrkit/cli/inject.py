@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 from rich.markup import escape
@@ -80,7 +80,7 @@ def inject(
                                                 "(default all); llm: a mixture of removal, history, direct, e.g. "
                                                 "removal=0.5,history=0.5 (the default)."),
     agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model) or llm (an agent)."),
-    base_url: Optional[str] = BaseUrlOpt,
+    base_url: Optional[List[str]] = BaseUrlOpt,
     model: Optional[str] = ModelOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,

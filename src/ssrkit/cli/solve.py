@@ -63,7 +63,7 @@ def solve(
     patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
                                          show_default=False),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default: [validate] timeout, 90)."),
-    base_url: Optional[str] = BaseUrlOpt,
+    base_url: Optional[List[str]] = BaseUrlOpt,
     model: Optional[str] = ModelOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
