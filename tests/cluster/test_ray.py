@@ -4,6 +4,10 @@ executor, units on more than one node, nothing lost when a worker node is killed
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -116,3 +120,55 @@ def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tm
     for art, _ in items:
         assert (art.path / "validation.json").is_file()
     workers[-1] = cluster.add_node(**node_args())  # for whichever test comes next
+
+
+def _ray_worker_pids() -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ray::"):
+                pids.append(int(p.name))
+    return pids
+
+
+def _sandboxes_of(pids: list[int]) -> list[Path]:
+    """The sandbox directories the local backend made for these processes (`<tmp>/ssrkit-PID-*/sb-*`)."""
+    out: list[Path] = []
+    for root in (Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))):
+        for pid in pids:
+            for d in root.glob(f"ssrkit-{pid}-*"):
+                out.extend(d.glob("sb-*"))
+    return out
+
+
+def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_path):
+    import ray
+
+    from ssrkit.ray_executor import SLOT_RESOURCE
+
+    cluster, _ = ray_cluster
+    items = sample_items(example_repos, tmp_path, record_repo=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "RAY_ADDRESS": cluster.address}
+    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path), "--executor", "ray",
+                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not _sandboxes_of(_ray_worker_pids()):
+        time.sleep(0.05)  # wait until units run, with their sandboxes open
+    assert _sandboxes_of(_ray_worker_pids()), "no unit started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    total = ray.cluster_resources()[SLOT_RESOURCE]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # every slot free again: no task of the run is left
+        if ray.available_resources().get(SLOT_RESOURCE, 0) == total and not _sandboxes_of(_ray_worker_pids()):
+            break
+        time.sleep(0.2)
+    assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
+    assert _sandboxes_of(_ray_worker_pids()) == []
+    assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted
