@@ -42,7 +42,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-train: $(VENV)/.installed
 	$(BIN)/pip install -q '$(TORCH_SPEC)'
-	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report]'
+	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report,ray]'
 	touch $@
 
 venv: $(VENV)/.installed

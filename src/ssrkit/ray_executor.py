@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -94,11 +94,11 @@ class RayExecutor(Executor):
             try:
                 node, result = f.result()
             except BaseException as e:  # noqa: BLE001 - handed on to the reader of `out`
-                out.set_exception(_unwrap(self._ray, e))
+                _settle(out, exception=_unwrap(self._ray, e))
                 return
             with self._lock:
                 self.nodes_used[node] += 1
-            out.set_result(result)
+            _settle(out, result=result)
 
         ref.future().add_done_callback(done)
         return out
@@ -135,6 +135,17 @@ class RayExecutor(Executor):
             with self._lock:
                 ref = self._sources.setdefault(source, ref)
         return ref
+
+
+def _settle(fut: Future, *, result: Any = None, exception: BaseException | None = None) -> None:
+    """Hand a task's outcome to its future, unless the driver cancelled that future meanwhile."""
+    try:
+        if exception is not None:
+            fut.set_exception(exception)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 def _unwrap(ray: Any, e: BaseException) -> BaseException:

