@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..agents import AgentConfig, ModelClient
-from ..agents.injector import DEFAULT_MIXTURE, Thresholds, choose_strategy, run_llm_injection
+from ..agents.injector import DEFAULT_MIXTURE, Thresholds, choose_strategy
 from ..agents.prompts import STRATEGIES
 from ..artifact import METADATA, TRAJECTORY, VALIDATION, Artifact
 from ..config import Config
