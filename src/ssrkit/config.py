@@ -56,8 +56,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "solve": {"protected": DEFAULT_PROTECTED, "canary": True, "guard_shadows": True, "attempts": 8},
     "reward": {"alpha": 0.8},
     "train": {},
-    # where validate, solve, inject and higher-order run their units: "local" (this machine) or "ray"
-    "run": {"executor": "local", "ray_address": ""},
 }
 
 CONFIG_NAME = "ssrkit.toml"
