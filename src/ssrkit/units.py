@@ -101,7 +101,8 @@ def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name
         if solver is None:
             record = engine.regrade_attempt(art, source, name, expect)
         else:
-            here = [p for p in engine.hidden_paths([art]) if os.path.exists(p)]
+            # the scratch copy, and the driver's artifact paths when this node can see them (one machine)
+            here = sorted({p for p in [*engine.hidden_paths([art]), *(hide or [])] if os.path.exists(p)})
             record = engine.run_attempt(art, source, solver, name, expect, here)
         files = read_tree(attempt_dir(art, name))
     mapping = _mapping(path, ref, source, sref)
