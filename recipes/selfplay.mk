@@ -60,6 +60,7 @@ SERVE_PORT ?= 8000
 SERVED_MODEL ?= policy
 SERVE_COMMAND ?= vllm serve
 SERVE_ARGS ?=#                  extra server flags, e.g. --max-model-len 32768
+SERVE_ENV ?=#                   KEY=VALUE ... for the server's environment (e.g. VLLM_CPU_KVCACHE_SPACE=2)
 SERVE_STRATEGY ?= restart#       how a new checkpoint reaches the server: restart or nccl (ssrkit serve --strategy)
 SERVE_TIMEOUT ?= 900
 ifeq ($(SERVE),yes)
@@ -75,15 +76,16 @@ SOLVE_MODEL ?= $(MODEL)
 API_KEY_ENV ?=#                 variable holding the API key (default OPENAI_API_KEY); never written anywhere
 TEMPERATURE ?=
 MAX_TURNS ?=
-TOKEN_IDS ?= $(SERVE)#          yes: ask for token ids and log-probs (vLLM)
+TOKEN_IDS ?= yes#                ask for token ids and log-probs (vLLM returns them; no: never ask)
+MAX_TOKENS ?=#                  tokens per model reply (default 4096)
 TRAIN ?= auto#                  auto: train between rounds when POLICY is set and torch is importable
 TRAIN_LAUNCH ?= $(SSRKIT) train#  e.g. accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit train
 TRAIN_ARGS ?=
 
 # -- tools --------------------------------------------------------------------------------------------
 SSRKIT ?= ssrkit
-PYTHON ?= python3
 VENV_BIN ?=#                    prepended to PATH: the tests run with that virtualenv's python
+PYTHON ?= $(if $(VENV_BIN),$(abspath $(VENV_BIN))/python,python3)#  the run's Python (the torch probe of TRAIN=auto)
 VERBOSE ?= no#                  no: each command's tables go to RUN/round-NNN/logs/STEP.log (errors and progress stay)
 INJECT_ARGS ?=#                 extra flags for each command
 VALIDATE_ARGS ?=
@@ -128,7 +130,8 @@ endif
 need = $(if $($(1)),,$(error $(1) is empty: $(2)))
 EXEC_FLAGS = $(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(RAY_ADDRESS),--ray-address $(RAY_ADDRESS))
 MODEL_FLAGS = $(if $(API_KEY_ENV),--api-key-env $(API_KEY_ENV)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
-  $(if $(MAX_TURNS),--max-turns $(MAX_TURNS)) $(if $(filter yes,$(TOKEN_IDS)),--token-ids)
+  $(if $(MAX_TURNS),--max-turns $(MAX_TURNS)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
+  $(if $(filter no,$(TOKEN_IDS)),--no-token-ids)
 INJECT_FLAGS = --n $(N) --jobs $(JOBS) $(if $(STRATEGIES),--strategy $(STRATEGIES)) \
   $(if $(filter llm,$(INJECTOR)),$(call need,INJECT_BASE_URL,set BASE_URL (or INJECT_BASE_URL) or SERVE=yes)$(call need,INJECT_MODEL,set MODEL (or INJECT_MODEL)) \
     --agent llm --base-url $(INJECT_BASE_URL) --model $(INJECT_MODEL) $(MODEL_FLAGS) $(EXEC_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
@@ -143,8 +146,8 @@ policy = $$($(HELPER) policy $(RUN) $(1) '$(POLICY)')
 # $(call serve,ROUND,ROLE): with SERVE=yes, make sure the server runs the round's policy (ROLE uses the model)
 serve = $(if $(and $(filter yes,$(SERVE)),$(filter llm,$(2))),$(call need,POLICY,SERVE=yes serves POLICY=CHECKPOINT_DIR)\
   $(HELPER) server ensure --run $(RUN) --checkpoint "$(call policy,$(1))" --port $(SERVE_PORT) --name $(SERVED_MODEL) \
-    --command '$(SERVE_COMMAND)' --vllm-args '$(SERVE_ARGS)' --timeout $(SERVE_TIMEOUT) --ssrkit '$(SSRKIT)' \
-    --strategy $(SERVE_STRATEGY))
+    --command '$(SERVE_COMMAND)' --vllm-args '$(SERVE_ARGS)' --env '$(SERVE_ENV)' --timeout $(SERVE_TIMEOUT) \
+    --ssrkit '$(SSRKIT)' --strategy $(SERVE_STRATEGY))
 
 # -- targets ------------------------------------------------------------------------------------------
 .PHONY: all rounds report config status stop-server help check-repos $(addprefix round-,$(ROUND_NUMS))
@@ -278,7 +281,7 @@ help:
 	@echo "variables (current values):"
 	@$(foreach v,MODE RUN REPOS ROUNDS N STRATEGIES INJECTOR SOLVER ATTEMPTS JOBS SEED ALPHA OLD_RATIO \
 	  RETIRE_AFTER HIGHER_MAX BUDGET_RUNS PARTIAL TIMEOUT MIN_PASSING_TESTS MIN_FAILING_TESTS MIN_CHANGED_FILES CONFIG BASE_URL MODEL \
-	  INJECT_BASE_URL INJECT_MODEL SOLVE_BASE_URL SOLVE_MODEL API_KEY_ENV TEMPERATURE MAX_TURNS TOKEN_IDS SERVE POLICY \
-	  SERVE_PORT SERVED_MODEL SERVE_COMMAND SERVE_ARGS TRAIN TRAIN_LAUNCH TRAIN_ARGS SSRKIT PYTHON VENV_BIN VERBOSE,\
+	  INJECT_BASE_URL INJECT_MODEL SOLVE_BASE_URL SOLVE_MODEL API_KEY_ENV TEMPERATURE MAX_TURNS MAX_TOKENS TOKEN_IDS SERVE POLICY \
+	  SERVE_PORT SERVED_MODEL SERVE_COMMAND SERVE_ARGS SERVE_ENV TRAIN TRAIN_LAUNCH TRAIN_ARGS SSRKIT PYTHON VENV_BIN VERBOSE,\
 	  printf '  %-18s %s\n' '$(v)' '$($(v))';)
 	@echo "  (training between rounds: $(if $(DO_TRAIN),on,off))"

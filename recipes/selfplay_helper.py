@@ -207,7 +207,7 @@ def cmd_server(args: argparse.Namespace) -> int:
             state_file.unlink(missing_ok=True)
             return 0
         want = {"checkpoint": str(args.checkpoint), "port": args.port, "name": args.name,
-                "command": args.command, "args": args.vllm_args, "strategy": args.strategy}
+                "command": args.command, "args": args.vllm_args, "env": args.env, "strategy": args.strategy}
         if running and all(state.get(k) == v for k, v in want.items()) and _healthy(args.port):
             return 0
         same_server = running and all(state.get(k) == v for k, v in want.items() if k != "checkpoint")
@@ -229,6 +229,8 @@ def cmd_server(args: argparse.Namespace) -> int:
                "--command", args.command, "--timeout", str(args.timeout), "--strategy", args.strategy]
         if args.vllm_args:
             cmd += ["--vllm-args", args.vllm_args]
+        for pair in shlex.split(args.env):
+            cmd += ["--env", pair]
         proc = subprocess.run(cmd)
         if proc.returncode != 0:
             state_file.unlink(missing_ok=True)
@@ -283,6 +285,7 @@ def main(argv: list[str]) -> int:
     s.add_argument("--name", default="policy")
     s.add_argument("--command", default="vllm serve")
     s.add_argument("--vllm-args", default="")
+    s.add_argument("--env", default="", help="KEY=VALUE ... for the server's environment")
     s.add_argument("--timeout", type=float, default=900.0)
     s.add_argument("--ssrkit", default="ssrkit")
     # lora renames the served model per adapter, which the round's agents would not follow: not offered here

@@ -291,8 +291,19 @@ def find_artifacts(paths: list[Path]) -> list[Artifact]:
     works on a whole directory (hidden subdirectories, where commands keep unfinished work, are left out).
     """
     out: list[Artifact] = []
+    files = [Path(p) for p in paths if Path(p).is_file()]
+    if files and len(files) == len(paths):
+        raise SsrkitError(f"{files[0]}: an artifact is a directory, not a file")
+    if files:  # e.g. `ssrkit solve DIR/*` over what `inject --out DIR` wrote: inject.json, inject-config.toml
+        import logging
+
+        logging.getLogger("ssrkit").warning(
+            "note: skipped %d file(s) that are not artifact directories: %s", len(files),
+            ", ".join(str(f) for f in files[:5]) + (" ..." if len(files) > 5 else ""))
     for p in paths:
         p = Path(p)
+        if p.is_file():
+            continue
         if not p.exists():
             raise SsrkitError(f"{p}: no such artifact directory")
         if not p.is_dir():

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import ATTEMPTS, CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
+from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .source import RepoSource
@@ -249,8 +250,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         if r:
             if section == "inject":  # the injector acted this round only on its new artifacts
                 inj_rewards.append(float(r["injector_reward"]))
-            sol_rewards.extend(float(x) for x in r.get("solver_rewards", []))
             if r.get("valid"):
+                sol_rewards.extend(s.reward for s in scored_attempts(a) if s.reward is not None)
                 attempts += int(r["n_attempts"])
                 solved += int(r["n_solved"])
                 rates.append(float(r["solve_rate"]))

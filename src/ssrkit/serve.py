@@ -7,7 +7,14 @@
     server.stop()                       # the whole process group, SIGTERM then SIGKILL
 
 The server runs in its own process group, so stopping it also ends the workers vLLM spawns. Readiness means
-`GET /health` answers 200 and `GET /v1/models` lists a model. Refresh strategies share one interface (the flags
+`GET /health` answers 200, `GET /v1/models` lists a model and a one-token completion comes back (an engine that
+dies on its first request — a model the backend cannot run — is not ready).
+
+The launch is made so that the sampler's log-probs are the trainer's: `--logprobs-mode processed_logprobs` (vLLM
+returns raw, pre-temperature log-probs otherwise) and `--dtype` of the checkpoint's own config (vLLM on a CPU
+downcasts float32 to bfloat16 otherwise), unless `args` already set them. `vllm serve` is used when the `vllm`
+script works; where it does not (the community CPU build installs one that cannot find its own metadata), the
+same Python runs vLLM's module entry point, which takes the checkpoint as `--model`. Refresh strategies share one interface (the flags
 and environment each needs are set when it is chosen):
 
 - `restart`: stop, start on the new checkpoint (any checkpoint, full weights; the slowest).
@@ -394,6 +401,64 @@ def _free_port(host: str) -> int:
 
 STRATEGIES = {"restart": RestartStrategy, "lora": LoRAStrategy, "nccl": NCCLStrategy}
 
+#: vLLM's OpenAI-compatible server as a module (`python -m ...`): what runs where the `vllm` script does not
+MODULE_ENTRY = "vllm.entrypoints.openai.api_server"
+_WORKING_SCRIPTS: dict[str, bool] = {}
+
+
+def resolve_launcher(command: list[str]) -> list[str]:
+    """The server command to run: `command` itself, except that `vllm serve` whose `vllm` script is broken (it
+    cannot even print its version) becomes `PYTHON -m vllm.entrypoints.openai.api_server` with the Python the
+    script was installed for."""
+    if len(command) != 2 or Path(command[0]).name != "vllm" or command[1] != "serve":
+        return list(command)
+    script = shutil.which(command[0])
+    if script is None:
+        return list(command)  # start() says it is missing
+    if script not in _WORKING_SCRIPTS:
+        try:
+            probe = subprocess.run([script, "--version"], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+            _WORKING_SCRIPTS[script] = probe.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _WORKING_SCRIPTS[script] = False
+    if _WORKING_SCRIPTS[script]:
+        return list(command)
+    return [_script_python(Path(script)), "-m", MODULE_ENTRY]
+
+
+def _script_python(script: Path) -> str:
+    """The interpreter of a console script (its `#!` line), else the one next to it, else ours."""
+    try:
+        first = script.read_bytes()[:256].split(b"\n", 1)[0].decode()
+    except (OSError, UnicodeDecodeError):
+        first = ""
+    if first.startswith("#!") and Path(first[2:].strip().split()[0]).is_file():
+        return first[2:].strip().split()[0]
+    sibling = script.with_name("python")
+    return str(sibling) if sibling.is_file() else sys.executable
+
+
+def checkpoint_dtype(checkpoint: str | Path) -> str | None:
+    """The dtype a checkpoint's config.json declares (`dtype`, or the older `torch_dtype`), if vLLM knows it."""
+    try:
+        config = json.loads((Path(checkpoint) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
+    return value if value in ("float32", "bfloat16", "float16") else None
+
+
+def faithful_logprob_args(checkpoint: str | Path, user_args: list[str]) -> list[str]:
+    """Flags that make the server's log-probs the trainer's, for those `user_args` do not set already."""
+    given = {a.split("=", 1)[0] for a in user_args}
+    out = []
+    if "--logprobs-mode" not in given:
+        out += ["--logprobs-mode", "processed_logprobs"]
+    dtype = checkpoint_dtype(checkpoint)
+    if "--dtype" not in given and dtype:
+        out += ["--dtype", dtype]
+    return out
+
 
 def check_strategy(name: str) -> None:
     if name not in STRATEGIES:
@@ -447,16 +512,22 @@ class PolicyServer:
         return f"{self.url}/v1"
 
     def command(self, checkpoint: str) -> list[str]:
-        cmd = [*self.config.command, str(checkpoint), "--host", self.config.host, "--port", str(self.config.port)]
+        launcher = resolve_launcher(self.config.command)
+        if launcher[-1] == MODULE_ENTRY:  # the module entry point ignores a positional checkpoint
+            cmd = [*launcher, "--model", str(checkpoint)]
+        else:
+            cmd = [*launcher, str(checkpoint)]
+        cmd += ["--host", self.config.host, "--port", str(self.config.port)]
         if self.config.served_model_name:
             cmd += ["--served-model-name", self.config.served_model_name]
-        return cmd + list(self.config.args)
+        return cmd + faithful_logprob_args(checkpoint, self.config.args) + list(self.config.args)
 
     def start(self, checkpoint: str | Path, wait: bool = True) -> None:
         if self.running():
             raise ServeError(f"server already running (pid {self.pid})")
         if shutil.which(self.config.command[0]) is None:
-            hint = " (pip install 'ssrkit[vllm]')" if Path(self.config.command[0]).name == "vllm" else ""
+            hint = " (pip install 'ssrkit[vllm]'; on a CPU see docs/train.md)" \
+                if Path(self.config.command[0]).name == "vllm" else ""
             raise ServeError(f"command not found: {self.config.command[0]}{hint}")
         if port_in_use(self.config.host, self.config.port):
             raise ServeError(f"port {self.config.port} on {self.config.host} is already in use")
@@ -491,8 +562,19 @@ class PolicyServer:
     def ready(self) -> bool:
         try:
             status, _ = _http("GET", f"{self.url}/health", timeout=2.0)
-            return status == 200 and bool(self.models())
+            if status != 200 or not self.models():
+                return False
         except (OSError, ServeError, ValueError):
+            return False
+        return self.generates()
+
+    def generates(self) -> bool:
+        """One one-token completion comes back (vLLM answers /health before its engine has run a request)."""
+        body = {"model": self.model, "prompt": "ping", "max_tokens": 1, "temperature": 0}
+        try:
+            status, text = _http("POST", f"{self.base_url}/completions", body, timeout=60.0)
+            return status == 200 and bool(json.loads(text).get("choices"))
+        except (OSError, ValueError):
             return False
 
     def wait_ready(self, timeout: float | None = None) -> None:
@@ -563,6 +645,7 @@ def record_detached(server: PolicyServer, pid_file: Path) -> None:
         "served_model_name": config.served_model_name,
         "command": config.command,
         "args": config.args,
+        "env": config.env,
         "log": str(config.log_file) if config.log_file is not None else None,
         "ready_timeout": config.ready_timeout,
         "checkpoint": server.checkpoint,
@@ -596,6 +679,7 @@ def attach_detached(pid_file: Path) -> PolicyServer:
             strategy=state["strategy"],
             ready_timeout=float(state["ready_timeout"]),
             log_file=Path(state["log"]) if state["log"] else None,
+            env=dict(state.get("env") or {}),
         )
         pid, checkpoint, model = int(state["pid"]), state["checkpoint"], state["model"]
     except (KeyError, TypeError, ValueError) as exc:

@@ -161,23 +161,13 @@ class LLMSolver(Solver):
         self.config = config
 
     @classmethod
-    def from_options(cls, *, base_url: str | list[str] | None = None, model: str | None = None,
-                     api_key_env: str = "OPENAI_API_KEY", temperature: float | None = None,
-                     max_tokens: int | None = None, want_token_ids: bool = False,
-                     agent: dict[str, Any] | None = None, **_: Any) -> "LLMSolver":
-        from .agents import AgentConfig, Sampling
-        from .agents.endpoints import base_urls, connect
+    def from_options(cls, *, client: Any = None, agent: dict[str, Any] | None = None, **_: Any) -> "LLMSolver":
+        """`client`: the `ModelClient` (built from flags and config by the CLI's `model_client`)."""
+        from .agents import AgentConfig
 
-        if not base_urls(base_url) or not model:
-            raise SsrkitError("the llm solver needs --base-url and --model (e.g. --base-url "
+        if client is None:
+            raise SsrkitError("the llm solver needs a model: --base-url and --model (e.g. --base-url "
                               "http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct)")
-        sampling = Sampling()
-        if temperature is not None:
-            sampling.temperature = temperature
-        if max_tokens is not None:
-            sampling.max_tokens = max_tokens
-        client = connect(base_url, model, api_key_env=api_key_env, sampling=sampling,
-                         want_token_ids=want_token_ids)
         return cls(client, AgentConfig.from_dict(agent))
 
     def describe(self) -> dict[str, Any]:

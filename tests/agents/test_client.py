@@ -26,7 +26,7 @@ def test_plain_completion_and_sampling_params(serve, monkeypatch):
     server = serve(["hello there"])
     sampling = Sampling(temperature=0.7, top_p=0.9, max_tokens=123, seed=7, stop=["</x>"],
                        extra_body={"top_k": 20})
-    c = client(server, sampling=sampling).complete(MSGS)
+    c = client(server, sampling=sampling, want_token_ids=False).complete(MSGS)
     assert c.text == "hello there" and c.finish_reason == "stop"
     assert c.usage["completion_tokens"] == len(b"hello there")
     assert c.prompt_token_ids is None and c.completion_token_ids is None and c.logprobs is None
@@ -35,6 +35,7 @@ def test_plain_completion_and_sampling_params(serve, monkeypatch):
     assert (body["temperature"], body["top_p"], body["max_tokens"], body["seed"]) == (0.7, 0.9, 123, 7)
     assert body["stop"] == ["</x>"] and body["top_k"] == 20
     assert "logprobs" not in body and "return_token_ids" not in body
+    assert ModelClient(server.base_url, "m").want_token_ids  # asked for by default; a plain server sends none
 
 
 def test_retries_on_500_and_429_then_succeeds(serve):

@@ -7,6 +7,7 @@ import json
 
 from scripted_server import ScriptedServer, bash, edit, submit
 
+from ssrkit.agents import ModelClient
 from ssrkit.solve import EVAL, FIX, TEST_OUTPUT, LLMSolver, attempt_dir, make_solver
 
 from . import calc
@@ -19,7 +20,7 @@ MEDIAN_LAST = ("        return s[mid]\n    return s[mid]", "        return s[mid
 def run(art, engine, turns, attempts):
     server = ScriptedServer(turns).start()
     try:
-        solver = make_solver("llm", base_url=server.base_url, model="scripted-model",
+        solver = make_solver("llm", client=ModelClient(server.base_url, "scripted-model"),
                              agent={"max_turns": 8, "command_timeout": 60})
         assert isinstance(solver, LLMSolver)
         return engine.solve([(art, art.metadata.repo)], solver, attempts=attempts), server

@@ -1,7 +1,8 @@
 """A stand-in for `vllm serve CHECKPOINT --host H --port P [--served-model-name N] [--enable-lora]`: a real HTTP
 server answering /health, /v1/models and /v1/load_lora_adapter, with a child process (like vLLM's workers) so
 that tests can see the whole process group go. Environment: FAKE_VLLM_DELAY (seconds before listening),
-FAKE_VLLM_FAIL (exit 3 at once), FAKE_VLLM_CHILD_PID (file to write the child's pid to).
+FAKE_VLLM_FAIL (exit 3 at once), FAKE_VLLM_CHILD_PID (file to write the child's pid to), FAKE_VLLM_NO_GENERATE
+(/v1/completions answers 500, as an engine that dies on its first request). `--version` prints a version.
 
 With VLLM_SERVER_DEV_MODE=1 and `--weight-transfer-config '{"backend": "nccl"}'` (as vLLM, 404 otherwise) it also
 answers vLLM's weight-transfer endpoints: /get_world_size (1 worker), /init_weight_transfer_engine, /pause,
@@ -75,6 +76,9 @@ def weight_transfer_enabled(args):
 
 def main():
     args = sys.argv[1:]
+    if args == ["--version"]:
+        print("0.0-fake")
+        return
     assert args[0] == "serve", args
     checkpoint = args[1]
     port = int(option(args, "--port", "8000"))
@@ -152,6 +156,12 @@ def main():
                     self.reply(*self.weight_transfer(body))
                 except Exception as exc:  # like vLLM: the engine's error as a 500
                     self.reply(500, {"error": f"{type(exc).__name__}: {exc}"})
+            elif self.path == "/v1/completions":  # the readiness check's one-token generation
+                if os.environ.get("FAKE_VLLM_NO_GENERATE"):  # like an engine that dies on its first request
+                    self.reply(500, {"error": "EngineDeadError"})
+                    return
+                self.reply(200, {"object": "text_completion", "model": body.get("model"),
+                                 "choices": [{"index": 0, "text": "x", "finish_reason": "length"}]})
             elif self.path == "/v1/load_lora_adapter" and lora_enabled:
                 if any(m["id"] == body["lora_name"] for m in models):  # as vLLM does
                     self.reply(400, {"error": f"The lora adapter '{body['lora_name']}' has already been loaded."})

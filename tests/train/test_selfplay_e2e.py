@@ -78,7 +78,7 @@ def test_scripted_rollouts_train_a_checkpoint(tmp_path, tiny_model_dir, tiny_tok
 
     out = tmp_path / "ckpt"
     res = subprocess.run([sys.executable, "-m", "ssrkit", "train", str(tmp_path / "arts"), "--model", str(tiny_model_dir),
-                          "--out", str(out), "--lr", "3e-4", "--grad-accum", "1", "--epochs", "4", "--roles", "solver",
+                          "--out", str(out), "--lr", "1e-4", "--grad-accum", "1", "--epochs", "4", "--roles", "solver",
                           # the scripted server's log-probs are toy numbers, not the tiny model's: ratios against
                           # them would be ~0 and clip every negative-advantage token, so start from the current policy
                           "--old-logprobs", "current", "--is-correction", "none"],

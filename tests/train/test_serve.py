@@ -117,6 +117,43 @@ def test_failures_are_reported(fake_vllm, tmp_path, monkeypatch):
             PolicyServer(ServeConfig(port=server.config.port)).start("other")
 
 
+def test_not_ready_until_a_generation_comes_back(fake_vllm, tmp_path, monkeypatch):
+    """vLLM answers /health and /v1/models before its engine has run anything; one that dies on the first
+    request (a model the backend cannot run) must not count as ready."""
+    monkeypatch.setenv("FAKE_VLLM_NO_GENERATE", "1")
+    with pytest.raises(ServeError, match="not ready after 2 s"):
+        PolicyServer(config(tmp_path, ready_timeout=2.0)).start("ckpt")
+
+
+def test_launch_asks_for_processed_logprobs_and_the_checkpoint_dtype(fake_vllm, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"dtype": "float32"}))
+    cmd = PolicyServer(config(tmp_path)).command(str(ckpt))
+    assert cmd[:2] == [str(fake_vllm), "serve"] or cmd[:2] == ["vllm", "serve"]
+    assert cmd[2] == str(ckpt)
+    assert "--logprobs-mode processed_logprobs --dtype float32" in " ".join(cmd)
+    # the user's own choice wins, and is not given twice
+    cmd = PolicyServer(config(tmp_path, args=["--dtype", "bfloat16", "--logprobs-mode=raw_logprobs"])).command(str(ckpt))
+    assert cmd.count("--dtype") == 1 and "processed_logprobs" not in cmd and "bfloat16" in cmd
+
+
+def test_a_broken_vllm_script_falls_back_to_the_module_entry_point(tmp_path, monkeypatch):
+    """The community CPU build installs a `vllm` script that cannot find its own package metadata."""
+    from ssrkit.serve import MODULE_ENTRY
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    python.symlink_to(sys.executable)
+    script = bin_dir / "vllm"
+    script.write_text(f"#!{python}\nimport sys\nsys.exit('PackageNotFoundError: vllm')\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    cmd = PolicyServer(config(tmp_path)).command("ckpt")
+    assert cmd[:5] == [str(python), "-m", MODULE_ENTRY, "--model", "ckpt"]
+
+
 def test_cli_detach_and_stop(fake_vllm, tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(SRC)}

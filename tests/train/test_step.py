@@ -157,3 +157,33 @@ def test_initial_policy_logprobs_let_the_clip_act_across_epochs(arts, tiny_model
     a, b = load_file(initial / "model.safetensors"), load_file(part / "model.safetensors")
     for k in a:
         assert torch.allclose(a[k], b[k], atol=1e-6), k
+
+
+def test_lora_writes_an_adapter_that_moves_the_policy_and_continues(arts, tiny_model_dir, tmp_path):
+    """--lora: OUT is a peft adapter (what `ssrkit serve --strategy lora --refresh` loads); the base weights are
+    not written; a --model that is an adapter directory continues training that adapter."""
+    pytest.importorskip("peft")
+    import json
+
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    out = tmp_path / "adapter"
+    run(arts, tiny_model_dir, out, lora=True, lora_rank=4, lr=1e-2, micro_batch_size=2, grad_accum=1, max_steps=2)
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["r"] == 4 and config["base_model_name_or_path"] == str(tiny_model_dir)
+    assert (out / "adapter_model.safetensors").is_file() and not (out / "model.safetensors").exists()
+    assert not (out / "config.json").exists()  # an adapter directory, not a checkpoint
+    lora = load_file(out / "adapter_model.safetensors")
+    assert lora and all("lora_" in k for k in lora) and any(v.abs().sum() > 0 for k, v in lora.items() if "lora_B" in k)
+
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    merged = PeftModel.from_pretrained(base, out).merge_and_unload()
+    before = load_file(tiny_model_dir / "model.safetensors")
+    moved = [k for k, v in merged.state_dict().items() if k in before and not torch.equal(v, before[k])]
+    assert any("q_proj" in k for k in moved) and not any("embed_tokens" in k for k in moved)
+
+    again = tmp_path / "adapter2"
+    run(arts, out, again, lr=1e-2, micro_batch_size=2, grad_accum=1, max_steps=1)  # no --lora: the dir says so
+    second = load_file(again / "adapter_model.safetensors")
+    assert set(second) == set(lora) and any(not torch.equal(second[k], lora[k]) for k in lora)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 
 import pytest
@@ -124,5 +125,67 @@ def test_attempt_without_eval_or_reward_is_skipped(tmp_path, tiny_tok):
     art = write_artifact(tmp_path, "a", [(make_trajectory(tiny_tok, conversation("x")), True)], solver_rewards=[])
     (art / "attempts" / "000" / "eval.json").unlink()
     scan = read_rollouts([art])
-    assert scan.rollouts == [] and scan.skipped["attempt without eval.json or reward"] == 1
+    assert scan.rollouts == [] and scan.skipped["unfinished attempt (no eval.json): no reward"] == 1
     json.loads((art / "reward.json").read_text())
+
+
+def test_rewards_pair_with_attempts_by_name_not_position(tmp_path, tiny_tok):
+    """An unfinished attempt first: reward.json lists only the finished ones, by name (what `ssrkit reward`
+    writes); pairing by folder position would train the unfinished attempt and give the failed one +1."""
+    trajectories = [(make_trajectory(tiny_tok, conversation(f"n{i}")), passed) for i, passed in
+                    enumerate([False, False, True])]
+    art = write_artifact(tmp_path, "a", trajectories)
+    (art / "attempts" / "000" / "eval.json").unlink()  # interrupted: trajectory but no verdict
+    (art / "reward.json").write_text(json.dumps({
+        "valid": True, "n_attempts": 2, "n_solved": 1, "solve_rate": 0.5, "alpha": 0.8, "injector_reward": 0.1,
+        "solver_rewards": [-1.0, 1.0], "attempts": ["001", "002"]}))
+    scan = read_rollouts([art], roles=["solver"])
+    got = {Path(r.trajectory).parent.name: r.reward for r in scan.rollouts}
+    assert got == {"001": -1.0, "002": 1.0}
+    assert scan.skipped["unfinished attempt (no eval.json): no reward"] == 1
+
+    from ssrkit.attempts import scored_attempts
+
+    scored = scored_attempts(art)
+    assert [(s.name, s.reward, s.source) for s in scored] == [
+        ("000", None, "unfinished"), ("001", -1.0, "reward.json"), ("002", 1.0, "reward.json")]
+    # a record without names (older ssrkit) pairs with the finished attempts by position, only if counts agree
+    (art / "reward.json").write_text(json.dumps({"valid": True, "solver_rewards": [-1.0, 1.0]}))
+    assert [s.reward for s in scored_attempts(art)] == [None, -1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "sampling, meaning, kept",
+    [
+        ({"temperature": 1.0, "top_p": 1.0}, None, True),  # raw == processed at T = 1
+        ({"temperature": 0.7, "top_p": 1.0}, {"mode": "processed"}, True),
+        ({"temperature": 0.7, "top_p": 1.0}, {"mode": "raw"}, False),
+        ({"temperature": 0.7, "top_p": 1.0}, None, False),  # unknown meaning at T != 1
+        ({"temperature": 1.0, "top_p": 0.9}, {"mode": "processed"}, False),  # nucleus-renormalised
+    ],
+)
+def test_sampler_logprobs_are_used_only_when_comparable(tiny_tok, sampling, meaning, kept):
+    from ssrkit.train.examples import sampler_logprobs_reason
+    from ssrkit.train.loop import needs_initial_logprobs
+    from ssrkit.train.config import TrainConfig
+    from ssrkit.train.rollouts import Rollout
+
+    trajectory = make_trajectory(tiny_tok, conversation("lp"))
+    for turn in trajectory["turns"]:
+        turn["logprobs"] = [-0.5] * len(turn["completion_token_ids"])
+    trajectory["sampling"] = {**trajectory["sampling"], **sampling}
+    if meaning is not None:
+        trajectory["logprobs"] = {**meaning, **sampling}
+    assert (sampler_logprobs_reason(trajectory) is None) == kept
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "trajectory.json"
+        path.write_text(json.dumps(trajectory))
+        rollout = Rollout("solver", path, Path(d), "g", 1.0, "submitted")
+        examples, stats = build_examples([(rollout, 1.0)], tiny_tok, max_length=4096)
+    assert stats.trained_tokens_by_path == {"stored": stats.trained_tokens}
+    assert (stats.with_logprobs == stats.trained_tokens) == kept
+    assert bool(stats.logprobs_dropped) == (not kept)
+    # when they are not used, the old policy is the initial checkpoint's, even for a single epoch
+    assert needs_initial_logprobs(TrainConfig(epochs=1), examples) == (not kept)

@@ -14,6 +14,7 @@ import logging
 import os
 import random
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -56,6 +57,17 @@ class Sampling:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
 
+#: `[agent]` keys that are sampling parameters (the model client's), not agent limits
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
+
+#: What a server's per-token log-probs mean. vLLM returns "raw" ones (before temperature, top-k/top-p) unless it
+#: runs with `--logprobs-mode processed_logprobs` ("processed": after them). The trainer computes
+#: log_softmax(logits / T), which equals "processed" at top_p = 1, and equals "raw" only at T = 1 as well.
+LOGPROB_MODES = ("processed", "raw", "unknown")
+#: the probe's conversation: short, fixed, and recognisably not a task (scripted test servers see it too)
+PROBE_MESSAGES = [{"role": "user", "content": "ssrkit log-prob probe: say anything."}]
+
+
 @dataclass
 class Completion:
     """One assistant turn as the server returned it. Token data is None when the server did not send it."""
@@ -86,7 +98,7 @@ class ModelClient:
         *,
         api_key_env: str = "OPENAI_API_KEY",
         sampling: Sampling | None = None,
-        want_token_ids: bool = False,
+        want_token_ids: bool = True,
         max_retries: int = 5,
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
@@ -106,6 +118,8 @@ class ModelClient:
         self.max_backoff_s = max_backoff_s
         self.timeout_s = timeout_s
         self._token_extras_ok = True
+        self._semantics: dict[str, Any] | None = None
+        self._probe_lock = threading.Lock()
         self._connect()
 
     def _connect(self) -> None:
@@ -119,10 +133,11 @@ class ModelClient:
 
     # a client travels to other machines (--executor ray) without its key: each reads `api_key_env` there
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_key_set")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_key_set", "_probe_lock")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._probe_lock = threading.Lock()
         self._connect()
 
     def __repr__(self) -> str:  # never shows the key
@@ -151,7 +166,55 @@ class ModelClient:
 
     def describe(self) -> dict[str, Any]:
         """What a trajectory records about the model: no key, ever."""
-        return {"model": self.model, "base_url": self.public_url, "sampling": self.sampling.to_dict()}
+        out = {"model": self.model, "base_url": self.public_url, "sampling": self.sampling.to_dict()}
+        if self.want_token_ids:
+            out["logprobs"] = self.logprob_semantics()
+        return out
+
+    def logprob_semantics(self) -> dict[str, Any]:
+        """What this endpoint's log-probs mean at our sampling settings, found once per client.
+
+        At temperature 1 and top_p 1 raw and processed log-probs are the same numbers, so nothing is asked. At
+        any other temperature two one-token requests tell them apart: the most likely token's log-prob does not
+        move with the temperature when the server returns raw log-probs, and does when they are processed. A
+        server that returns raw log-probs at T != 1 gets one warning: the trainer will not compare them with its
+        own (it recomputes the old policy instead).
+        """
+        with self._probe_lock:
+            if self._semantics is None:
+                s = self.sampling
+                mode, how = "unknown", "not probed"
+                if s.temperature == 1.0 and s.top_p == 1.0:
+                    mode, how = "processed", "temperature 1 and top_p 1: raw and processed log-probs agree"
+                elif s.temperature > 0:
+                    mode, how = self._probe_mode()
+                if mode == "raw":
+                    log.warning(
+                        "%s returns raw log-probs (before temperature) at temperature %g: training will recompute "
+                        "the old policy instead of using them. Serve with `--logprobs-mode processed_logprobs` "
+                        "(ssrkit serve does) to keep the sampler's", self.public_url, s.temperature)
+                self._semantics = {"mode": mode, "temperature": s.temperature, "top_p": s.top_p,
+                                   "dtype": None, "how": how}
+            return dict(self._semantics)
+
+    def _probe_mode(self) -> tuple[str, str]:
+        def top(temperature: float) -> float | None:
+            req = {"model": self.model, "messages": PROBE_MESSAGES, "temperature": temperature, "top_p": 1.0,
+                   "max_tokens": 1, "logprobs": True, "top_logprobs": 5, "seed": 0}
+            try:
+                data = json.loads(self._client.chat.completions.with_raw_response.create(**req).text)
+                content = data["choices"][0]["logprobs"]["content"][0]
+                values = [float(t["logprob"]) for t in content.get("top_logprobs") or []]
+            except (openai.OpenAIError, ValueError, KeyError, IndexError, TypeError):
+                return None
+            return max(values) if values else None
+
+        at_one, at_t = top(1.0), top(self.sampling.temperature)
+        if at_one is None or at_t is None:
+            return "unknown", "probe failed: the server returned no top log-probs"
+        if abs(at_one - at_t) <= 1e-4:
+            return "raw", f"probe: top log-prob {at_one:.4f} at T=1 and at T={self.sampling.temperature:g}"
+        return "processed", f"probe: top log-prob {at_one:.4f} at T=1, {at_t:.4f} at T={self.sampling.temperature:g}"
 
     # -- the one call ----------------------------------------------------------------------------
     def complete(self, messages: list[dict[str, str]]) -> Completion:

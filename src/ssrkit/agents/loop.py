@@ -42,7 +42,7 @@ from typing import Any, Callable
 from ..errors import SsrkitError
 from ..patch import unsafe_path_reason
 from ..sandbox.base import Sandbox
-from .client import ContextLengthError, ModelClient, ModelError
+from .client import SAMPLING_KEYS, ContextLengthError, ModelClient, ModelError
 from .trajectory import Trajectory
 
 log = logging.getLogger("ssrkit.agents")
@@ -67,7 +67,7 @@ class AgentConfig:
         known = {f.name for f in fields(cls)}
         values = {}
         for key, value in (data or {}).items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) or key in SAMPLING_KEYS:  # sub-tables and sampling: their owners'
                 continue
             if key not in known:
                 raise SsrkitError(f"[agent]: unknown setting {key!r}; known: {', '.join(sorted(known))}")

@@ -2,8 +2,12 @@
 
 Format `ssrkit.trajectory/1` (stable; `train` reads it):
 
-    {"format", "role", "model", "base_url", "sampling", "exit_status", "messages", "turns",
+    {"format", "role", "model", "base_url", "sampling", "logprobs", "exit_status", "messages", "turns",
      "started", "ended", "seconds", "error", "limits", "submission", "info"}
+
+`logprobs` says what the turns' log-probs mean (`ModelClient.logprob_semantics`: mode "processed" | "raw" |
+"unknown", temperature, top_p, dtype when known, how it was found); null when none were asked for. The trainer
+uses them as the sampler's only when they are comparable with its own log_softmax(logits / T).
 
 `messages` is the linear chat history in OpenAI format (tool results are plain `user` messages, so any chat
 template can render it). `turns[i]` describes the i-th assistant message: `message_index` points into
@@ -44,6 +48,7 @@ class Trajectory:
             "model": model.get("model"),
             "base_url": model.get("base_url"),
             "sampling": dict(model.get("sampling") or {}),
+            "logprobs": model.get("logprobs"),
             "exit_status": "running",
             "messages": [],
             "turns": [],

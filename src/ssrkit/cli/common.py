@@ -112,14 +112,20 @@ ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Variable holding the AP
 TemperatureOpt = typer.Option(None, "--temperature", rich_help_panel="Model")
 MaxTurnsOpt = typer.Option(None, "--max-turns", min=1, help="Agent turns per run (default 50).",
                            rich_help_panel="Model")
-TokenIdsOpt = typer.Option(False, "--token-ids", help="Ask the server for token ids and log-probs (vLLM).",
+MaxTokensOpt = typer.Option(None, "--max-tokens", min=1, help="Tokens per model reply (default: \\[agent] "
+                            "max_tokens, else 4096).", rich_help_panel="Model")
+TokenIdsOpt = typer.Option(True, "--token-ids/--no-token-ids",
+                           help="Ask the server for token ids and log-probs (vLLM returns them; others ignore it).",
                            rich_help_panel="Model")
 
 
 def model_client(cfg: Config, section: str, *, base_url: Optional[list[str]], model: Optional[str],
-                 api_key_env: Optional[str], temperature: Optional[float], token_ids: bool):
-    """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env)."""
+                 api_key_env: Optional[str], temperature: Optional[float], max_tokens: Optional[int] = None,
+                 token_ids: bool = True):
+    """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env), then
+    `[agent]`'s sampling keys (temperature, top_p, max_tokens). Several base URLs give an EndpointPool."""
     from ..agents import Sampling
+    from ..agents.client import SAMPLING_KEYS
     from ..agents.endpoints import base_urls, connect
 
     base_url = base_urls(base_url or cfg.get(section, "base_url"))
@@ -127,8 +133,11 @@ def model_client(cfg: Config, section: str, *, base_url: Optional[list[str]], mo
     if not base_url or not model:
         raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
                           "--base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct")
-    sampling = Sampling()
+    agent = cfg.section("agent")
+    sampling = Sampling(**{k: agent[k] for k in SAMPLING_KEYS if k in agent})
     if temperature is not None:
         sampling.temperature = temperature
+    if max_tokens is not None:
+        sampling.max_tokens = max_tokens
     return connect(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
                        sampling=sampling, want_token_ids=token_ids)

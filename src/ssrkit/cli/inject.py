@@ -15,8 +15,8 @@ from ..executor import Shard
 from ..fsutil import atomic_write_json
 from ..source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
-                     MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt,
-                     config_for, console, executor_for, model_client, print_json, sandbox_options)
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TokenIdsOpt,
+                     WorkdirOpt, config_for, console, executor_for, model_client, print_json, sandbox_options)
 
 EPILOG = """
 [bold]Examples[/]
@@ -85,6 +85,7 @@ def inject(
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
     max_turns: Optional[int] = MaxTurnsOpt,
+    max_tokens: Optional[int] = MaxTokensOpt,
     token_ids: bool = TokenIdsOpt,
     no_validate: bool = typer.Option(False, "--no-validate", help="llm: keep injections without validating them."),
     image: Optional[str] = ImageOpt,
@@ -114,7 +115,7 @@ def inject(
         if max_turns:
             cfg.override("agent", max_turns=max_turns)
         client = model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
-                              temperature=temperature, token_ids=token_ids)
+                              temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
         with executor_for(cfg, executor, ray_address, jobs or 1) as ex:
             _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
                         validate=not no_validate, as_json=as_json, client=client, executor=ex, shard=the_shard)

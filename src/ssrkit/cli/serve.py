@@ -34,7 +34,14 @@ def serve(
         Optional[str], typer.Option(help="Model name clients use (default: the path).")
     ] = None,
     command: Annotated[str, typer.Option(help="Server command; the checkpoint and flags are appended.")] = "vllm serve",
-    vllm_args: Annotated[str, typer.Option(help="Extra server flags, e.g. '--max-model-len 32768'.")] = "",
+    vllm_args: Annotated[
+        str, typer.Option("--args", "--vllm-args", help="Extra server flags, e.g. '--max-model-len 32768'.")
+    ] = "",
+    env: Annotated[
+        Optional[list[str]],
+        typer.Option("--env", help="KEY=VALUE for the server's environment (repeatable), e.g. "
+                     "VLLM_CPU_KVCACHE_SPACE=2."),
+    ] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for /health and /v1/models.")] = 900.0,
     log: Annotated[
         Optional[Path],
@@ -89,15 +96,27 @@ def serve(
 
             _report(refresh_detached(pid_file, checkpoint, strategy), json_output)
             return
-        _start(checkpoint, port, host, served_model_name, command, vllm_args, strategy or "restart", timeout, log,
-               detach, pid_file, json_output)
+        _start(checkpoint, port, host, served_model_name, command, vllm_args, _env_pairs(env or []),
+               strategy or "restart", timeout, log, detach, pid_file, json_output)
     except ServeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    from ssrkit.serve import ServeError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ServeError(f"--env {pair!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[str], command: str, vllm_args: str,
-           strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
+           env: dict[str, str], strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
            json_output: bool) -> None:
     from ssrkit.serve import PolicyServer, ServeConfig, record_detached
 
@@ -112,6 +131,7 @@ def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[s
         strategy=strategy,
         ready_timeout=timeout,
         log_file=log,
+        env=env,
     )
     server = PolicyServer(config)
     if not detach:  # installed before the ready line: a `kill` right after it stops the server like Ctrl-C does

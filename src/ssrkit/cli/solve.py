@@ -18,9 +18,9 @@ from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
 from ..executor import Shard, shard_items
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
-                     MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt,
-                     config_for, console, err_console, executor_for, explicit_source, print_json, sandbox_options,
-                     source_for)
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt,
+                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, executor_for, explicit_source,
+                     model_client, print_json, sandbox_options, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -68,6 +68,7 @@ def solve(
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
     max_turns: Optional[int] = MaxTurnsOpt,
+    max_tokens: Optional[int] = MaxTokensOpt,
     token_ids: bool = TokenIdsOpt,
     budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
                                               help="Test runs the repair solver may spend per attempt (default 40)."),
@@ -121,18 +122,21 @@ def solve(
         _render([record], as_json, items)
         raise typer.Exit(0 if record["passed"] else 1)
 
-    n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
-    the_solver = None if regrade else make_solver(solver, **{
-        "base_url": base_url or cfg.get("solve", "base_url"),
-        "model": model or cfg.get("solve", "model"),
-        "api_key_env": api_key_env or cfg.get("solve", "api_key_env", "OPENAI_API_KEY"),
-        "temperature": temperature,
-        "want_token_ids": token_ids,
-        "budget_runs": budget_runs,
-        "partial": partial,
-        "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
-                  **({"max_turns": max_turns} if max_turns else {})},
-    })
+    the_solver = None
+    if not regrade:
+        n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
+        client = None
+        if solver == "llm":
+            client = model_client(cfg, "solve", base_url=base_url, model=model, api_key_env=api_key_env,
+                                  temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
+        model_options: dict[str, Any] = {
+            "client": client,
+            "budget_runs": budget_runs,
+            "partial": partial,
+            "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
+                      **({"max_turns": max_turns} if max_turns else {})},
+        }
+        the_solver = make_solver(solver, **model_options)
     with executor_for(cfg, executor, ray_address, options.jobs) as ex:
         if the_solver is None:
             records = _with_progress(lambda cb: engine.regrade(items, on_done=cb, executor=ex), "regrade", as_json)

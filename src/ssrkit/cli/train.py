@@ -109,6 +109,17 @@ def train(
     trust_remote_code: Annotated[
         Optional[bool], typer.Option("--trust-remote-code/--no-trust-remote-code", rich_help_panel=_H)
     ] = None,
+    lora: Annotated[
+        Optional[bool],
+        typer.Option("--lora/--no-lora", rich_help_panel="LoRA",
+                     help="Train a LoRA adapter (peft); OUT is an adapter `ssrkit serve --strategy lora` loads."),
+    ] = None,
+    lora_rank: Annotated[Optional[int], typer.Option(rich_help_panel="LoRA", help="Adapter rank (default 16).")] = None,
+    lora_alpha: Annotated[Optional[float], typer.Option(rich_help_panel="LoRA", help="LoRA alpha (default 32).")] = None,
+    lora_target_modules: Annotated[
+        Optional[str],
+        typer.Option(rich_help_panel="LoRA", help="Modules to adapt, comma-separated (default: attention and MLP)."),
+    ] = None,
     save_every: Annotated[Optional[int], typer.Option(help="Steps between resumable states (0 = none).")] = None,
     keep_state: Annotated[
         Optional[bool], typer.Option("--keep-state/--no-keep-state", help="Keep OUT/state/ after a finished run.")

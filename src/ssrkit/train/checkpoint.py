@@ -1,6 +1,7 @@
 """What a run leaves on disk: the Hugging Face checkpoint, the resumable state, the carried baselines.
 
 OUT/config.json, model.safetensors, generation_config.json, tokenizer files   <- `vllm serve OUT`
+  (with --lora: adapter_config.json, adapter_model.safetensors, tokenizer files  <- `ssrkit serve --refresh`)
 OUT/baselines.json         per-role moving baselines (read back when OUT is the next round's --model)
 OUT/train_config.toml      the resolved configuration
 OUT/metrics.jsonl          one JSON object per optimizer step
@@ -52,13 +53,23 @@ def read_trainer_state(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def adapter_base(model_dir: str | Path) -> str | None:
+    """The base checkpoint of a LoRA adapter directory (adapter_config.json), None for a full checkpoint."""
+    config = read_json(Path(model_dir) / "adapter_config.json")
+    if not isinstance(config, dict):
+        return None
+    base = config.get("base_model_name_or_path")
+    return str(base) if base else None
+
+
 def checkpoint_dtype(model_dir: str | Path, requested: str) -> torch.dtype:
     """The dtype to save in: `requested`, or with "auto" the dtype the input checkpoint declares (else float32)."""
+    from ssrkit.serve import checkpoint_dtype as declared
+
     if requested != "auto":
         return _DTYPES[requested]
-    config = read_json(Path(model_dir) / "config.json") or {}
-    name = config.get("dtype") or config.get("torch_dtype") or "float32"
-    return _DTYPES.get(str(name).replace("torch.", ""), torch.float32)
+    base = adapter_base(model_dir)
+    return _DTYPES.get(declared(base or model_dir) or "float32", torch.float32)
 
 
 def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, dtype: torch.dtype) -> None:
@@ -71,8 +82,9 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
             state_dict.pop(alias, None)
         state_dict = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state_dict.items()}
         unwrapped.config.use_cache = True  # turned off for training; generation wants it
-        unwrapped.save_pretrained(out, state_dict=state_dict)
+        unwrapped.save_pretrained(out, state_dict=state_dict)  # a LoRA adapter (peft) keeps only its own weights
         tokenizer.save_pretrained(out)
+    if accelerator.is_main_process and not hasattr(unwrapped, "peft_config"):
         # save_pretrained records the dtype of the in-memory (training) weights; record the saved one
         config = read_json(out / "config.json") or {}
         name = str(dtype).replace("torch.", "")

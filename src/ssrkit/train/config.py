@@ -70,6 +70,15 @@ class TrainConfig:
     attn_implementation: str = ""  # "" = transformers' default (sdpa)
     trust_remote_code: bool = False
 
+    # LoRA (peft): train a low-rank adapter instead of the full weights; OUT is then an adapter directory that
+    # `ssrkit serve --strategy lora --refresh` loads. A --model that is an adapter directory continues it.
+    lora: bool = False
+    lora_rank: int = 16  # vLLM's default --max-lora-rank is 16
+    lora_alpha: float = 32.0
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+
     # outputs
     save_every: int = 0  # steps between resumable states (0 = only at the end of an interrupted run)
     keep_state: bool = False  # keep out/state/ (optimizer etc.) after a finished run
@@ -166,7 +175,7 @@ def validate_config(cfg: TrainConfig) -> None:
     bad_roles = [r for r in cfg.roles if r not in ROLES]
     if bad_roles or not cfg.roles:
         raise TrainError(f"roles must be a non-empty subset of {', '.join(ROLES)}; got {cfg.roles}")
-    positive = ("max_length", "micro_batch_size", "grad_accum", "epochs", "log_every")
+    positive = ("max_length", "micro_batch_size", "grad_accum", "epochs", "log_every", "lora_rank")
     for name in positive:
         if getattr(cfg, name) < 1:
             raise TrainError(f"{name} must be at least 1; got {getattr(cfg, name)}")

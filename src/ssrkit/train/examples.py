@@ -10,6 +10,10 @@ Two paths, logged per trajectory:
   span is the text the template adds for it after the generation prompt, up to and including the tokenizer's
   end-of-turn (eos) token. The same prefix rule applies, in text.
 Rows are cut to `max_length` tokens (the head is kept); a row left with no trained token is dropped.
+
+The sampler's log-probs are kept only when they mean what the trainer computes, log_softmax(logits / T) over the
+whole vocabulary (`sampler_logprobs_reason`): processed log-probs, or raw ones at T = 1, and top_p = 1. Otherwise
+they are dropped (NaN) with the reason, and the loop takes the old policy from the initial checkpoint instead.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Example:
     row: int = 0  # index of the row within its trajectory
     path: str = ""  # "stored" | "template"
     temperature: float = 1.0  # sampling temperature (log-probs are compared at the same temperature)
+    logprobs_dropped: str = ""  # why the stored sampler log-probs were not comparable (and so not used)
 
     @property
     def trained_tokens(self) -> int:
@@ -77,10 +82,13 @@ class ExampleStats:
     trained_tokens: int = 0
     total_tokens: int = 0
     with_logprobs: int = 0  # trained tokens that have a sampler log-prob
+    trained_tokens_by_path: Counter = field(default_factory=Counter)  # "stored"/"template" -> trained tokens
+    logprobs_dropped: Counter = field(default_factory=Counter)  # reason -> trained tokens whose log-probs were dropped
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["paths"] = dict(self.paths)
+        for key in ("paths", "trained_tokens_by_path", "logprobs_dropped"):
+            d[key] = dict(d[key])
         return d
 
 
@@ -184,6 +192,28 @@ def sampling_temperature(trajectory: dict[str, Any]) -> float:
     return float(temperature)
 
 
+def sampler_logprobs_reason(trajectory: dict[str, Any]) -> str | None:
+    """Why the trajectory's stored log-probs cannot stand for the trainer's log_softmax(logits / T), or None.
+
+    `trajectory["logprobs"]` (written by the model client) says what they mean; a trajectory without it is
+    judged by its sampling settings alone, which settles every case but raw-vs-processed at T != 1.
+    """
+    sampling = trajectory.get("sampling") if isinstance(trajectory.get("sampling"), dict) else {}
+    meaning = trajectory.get("logprobs") if isinstance(trajectory.get("logprobs"), dict) else {}
+    top_p = meaning.get("top_p", sampling.get("top_p", 1.0))
+    if isinstance(top_p, (int, float)) and top_p < 1.0:
+        return f"sampled with top_p {top_p:g} < 1 (the sampler's distribution is cut to the nucleus)"
+    temperature = sampling_temperature(trajectory)
+    if temperature == 1.0:
+        return None  # raw and processed log-probs agree
+    mode = meaning.get("mode", "unknown")
+    if mode == "processed":
+        return None
+    if mode == "raw":
+        return f"raw log-probs (before temperature) at temperature {temperature:g}"
+    return f"log-prob mode unknown at temperature {temperature:g} (recorded without ssrkit's probe)"
+
+
 def build_examples(
     items: Sequence[tuple[Any, float]], tokenizer: Any, max_length: int, stats: ExampleStats | None = None
 ) -> tuple[list[Example], ExampleStats]:
@@ -202,6 +232,7 @@ def build_examples(
         stats.trajectories += 1
         stats.paths[how] += 1
         temperature = sampling_temperature(trajectory)
+        dropped = sampler_logprobs_reason(trajectory) if how == "stored" else None
         for index, row in enumerate(rows):
             if truncate(row, max_length):
                 stats.truncated_rows += 1
@@ -211,6 +242,10 @@ def build_examples(
                 continue
             stats.rows += 1
             stats.trained_tokens += trained
+            stats.trained_tokens_by_path[how] += trained
+            if dropped:
+                row.sampler_logprobs = [NAN] * len(row)
+                stats.logprobs_dropped[dropped] += trained
             stats.total_tokens += len(row)
             stats.with_logprobs += sum(
                 1 for m, lp in zip(row.loss_mask, row.sampler_logprobs) if m and not math.isnan(lp)
@@ -226,6 +261,7 @@ def build_examples(
                     index,
                     how,
                     temperature,
+                    dropped or "",
                 )
             )
     return examples, stats

