@@ -59,7 +59,11 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
         items = sample_items(example_repos, tmp_path / label, names)
         validate_all(items, Validator(Settings(jobs=2)))
         with ex:
-            records = Engine(SolveOptions(jobs=2)).solve(items, make_solver("repair"), attempts=2, executor=ex)
+            engine = Engine(SolveOptions(jobs=2))
+            records = engine.solve(items, make_solver("repair"), attempts=2, executor=ex)
+            regraded = engine.regrade(items, executor=ex)  # the saved fixes, graded again where they run
+        assert sorted((r["attempt"], r["passed"]) for r in regraded) == sorted((r["attempt"], r["passed"]) for r in records)
+        assert all(r["solver_info"].get("regraded") for r in regraded)
         out[label] = (items, records)
     (l_items, local), (r_items, remote) = out["local"], out["ray"]
     key = lambda r: (Path(r["artifact"]).name, r["attempt"], r["passed"], r["reason"], r["tests"])  # noqa: E731
