@@ -47,7 +47,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-train: $(VENV)/.installed
 	$(BIN)/pip install -q '$(TORCH_SPEC)'
-	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report,export]'
+	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report,export,ray]'
 	touch $@
 
 venv: $(VENV)/.installed

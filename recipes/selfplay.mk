@@ -26,6 +26,8 @@ ROUNDS ?= 2#                    rounds to run (raising it later continues the ru
 N ?= 6#                         injections per repository per round
 STRATEGIES ?=#                  procedural: expression,removal,history,combine; llm: removal=0.5,history=0.5
 JOBS ?= 2#                      parallel sandboxes inside each command (--jobs)
+EXECUTOR ?=#                    ray: validate, solve, higher-order (and llm inject) run on a Ray cluster (docs/cluster.md)
+RAY_ADDRESS ?=#                 the Ray cluster to join (default: the environment's RAY_ADDRESS, else a one-node Ray here)
 SEED ?= 0#                      round k injects with seed SEED*1000+k
 ALPHA ?= 0.8#                   α of the injector reward
 OLD_RATIO ?= 0.5#               share of a round's tasks carried from the pool
@@ -65,7 +67,7 @@ ifeq ($(SERVE),yes)
 BASE_URL ?= http://127.0.0.1:$(SERVE_PORT)/v1
 MODEL ?= $(SERVED_MODEL)
 endif
-BASE_URL ?=
+BASE_URL ?=#                     the model server(s): one URL, or several comma-separated (trajectories spread over them)
 MODEL ?=
 INJECT_BASE_URL ?= $(BASE_URL)
 INJECT_MODEL ?= $(MODEL)
@@ -126,13 +128,14 @@ endif
 # -- command lines ------------------------------------------------------------------------------------
 # (expanded when a step runs, so a missing endpoint is reported by the step that needs it)
 need = $(if $($(1)),,$(error $(1) is empty: $(2)))
+EXEC_FLAGS = $(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(RAY_ADDRESS),--ray-address $(RAY_ADDRESS))
 MODEL_FLAGS = $(if $(API_KEY_ENV),--api-key-env $(API_KEY_ENV)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
   $(if $(MAX_TURNS),--max-turns $(MAX_TURNS)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
   $(if $(filter no,$(TOKEN_IDS)),--no-token-ids)
 INJECT_FLAGS = --n $(N) --jobs $(JOBS) $(if $(STRATEGIES),--strategy $(STRATEGIES)) \
   $(if $(filter llm,$(INJECTOR)),$(call need,INJECT_BASE_URL,set BASE_URL (or INJECT_BASE_URL) or SERVE=yes)$(call need,INJECT_MODEL,set MODEL (or INJECT_MODEL)) \
-    --agent llm --base-url $(INJECT_BASE_URL) --model $(call served,$(INJECT_MODEL)) $(MODEL_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
-SOLVE_FLAGS = --solver $(SOLVER) --attempts $(ATTEMPTS) --jobs $(JOBS) \
+    --agent llm --base-url $(INJECT_BASE_URL) --model $(call served,$(INJECT_MODEL)) $(MODEL_FLAGS) $(EXEC_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
+SOLVE_FLAGS = --solver $(SOLVER) --attempts $(ATTEMPTS) --jobs $(JOBS) $(EXEC_FLAGS) \
   $(if $(filter repair,$(SOLVER)),--budget-runs $(BUDGET_RUNS) $(if $(filter yes,$(PARTIAL)),--partial)) \
   $(if $(filter llm,$(SOLVER)),$(call need,SOLVE_BASE_URL,set BASE_URL (or SOLVE_BASE_URL) or SERVE=yes)$(call need,SOLVE_MODEL,set MODEL (or SOLVE_MODEL)) \
     --base-url $(SOLVE_BASE_URL) --model $(call served,$(SOLVE_MODEL)) $(MODEL_FLAGS)) $(SOLVE_ARGS)
@@ -242,7 +245,7 @@ $(RUN)/round-$(1)/.done/inject-$(2): $(RUN)/round-$(1)/.done/start
 $(RUN)/round-$(1)/.done/validate-$(2): $(RUN)/round-$(1)/.done/inject-$(2)
 	dirs=$$$$($(HELPER) dirs $(RUN)/round-$(1)/inject/$(2)); \
 	if [ -n "$$$$dirs" ]; then \
-	  $(SSRKIT) validate $$$$dirs --jobs $(JOBS) --config $(RUN)/round-$(1)/ssrkit.toml $(VALIDATE_ARGS) \
+	  $(SSRKIT) validate $$$$dirs --jobs $(JOBS) $(EXEC_FLAGS) --config $(RUN)/round-$(1)/ssrkit.toml $(VALIDATE_ARGS) \
 	    $$(call log,$(1),validate-$(2)) || test $$$$? -eq 1; \
 	else echo "$(2): no artifacts in round $(1)"; fi
 	@touch $$@
@@ -263,7 +266,7 @@ $(RUN)/round-$(1)/.done/reward-$(2): $(RUN)/round-$(1)/.done/solve-$(2)
 $(RUN)/round-$(1)/.done/higher-$(2): $(RUN)/round-$(1)/.done/reward-$(2)
 	dirs=$$$$($(HELPER) dirs $(RUN)/round-$(1)/inject/$(2) $(RUN)/round-$(1)/tasks/$(2)); \
 	if [ -n "$$$$dirs" ] && [ "$(HIGHER_MAX)" != 0 ]; then \
-	  $(SSRKIT) higher-order $$$$dirs --out $(RUN)/round-$(1)/higher/$(2) --max $(HIGHER_MAX) --jobs $(JOBS) \
+	  $(SSRKIT) higher-order $$$$dirs --out $(RUN)/round-$(1)/higher/$(2) --max $(HIGHER_MAX) --jobs $(JOBS) $(EXEC_FLAGS) \
 	    --config $(RUN)/round-$(1)/ssrkit.toml $(HIGHER_ARGS) $$(call log,$(1),higher-$(2)); \
 	fi
 	@touch $$@

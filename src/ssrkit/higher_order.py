@@ -20,16 +20,19 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
 from .artifact import BUG_DIFF, METADATA, TEST_FILES, Artifact, Metadata, content_id, create_artifact
 from .errors import PatchError, SsrkitError
 from .grade import FIX_LABEL, GradeSettings
 from .pathmatch import matches
-from .sandbox import PRISTINE, Sandbox
+from .sandbox import PRISTINE, Sandbox, SandboxOptions
 from .solve import EVAL, FIX, completed_attempts, read_eval
 from .source import RepoSource
+
+if TYPE_CHECKING:
+    from .executor import Executor
 
 MAX_ORDER = 2
 STRATEGY = "higher_order"
@@ -99,8 +102,31 @@ def make_higher_order(
     many: a re-run finds the same artifacts in the same order and makes no more.
     """
     settings = settings or GradeSettings()
-    seen = seen if seen is not None else set()
-    made = made if made is not None else set()
+    outcomes, todo = plan_higher_order(artifact, settings)
+    combined: list[tuple[str, str | None, str | None]] = []
+    if todo and not (max_new is not None and len(made or ()) >= max_new):
+        with open_sandbox(source) as sb:
+            combined = combine_fixes(sb, artifact, [(name, code) for name, _, code in todo], settings)
+    return outcomes + write_higher_order(artifact, source, out_dir, todo, combined, seen=seen, max_new=max_new,
+                                         made=made)
+
+
+def combine_fixes(sandbox: Sandbox, artifact: Artifact, todo: list[tuple[str, str]],
+                  settings: GradeSettings) -> list[tuple[str, str | None, str | None]]:
+    """The sandbox part: for each (attempt, code diff), (attempt, combined bug diff, None) or (attempt, None,
+    why the fix does not apply)."""
+    out: list[tuple[str, str | None, str | None]] = []
+    for name, code in todo:
+        try:
+            out.append((name, combined_bug_diff(sandbox, artifact, code, settings), None))
+        except PatchError as e:
+            out.append((name, None, str(e)))
+    return out
+
+
+def plan_higher_order(artifact: Artifact, settings: GradeSettings
+                      ) -> tuple[list[Outcome], list[tuple[str, dict[str, Any], str]]]:
+    """(the attempts skipped with why, the usable failed ones as (attempt, eval.json, code part of the fix))."""
     parent_meta = artifact.metadata
     outcomes: list[Outcome] = []
     attempts = completed_attempts(artifact)
@@ -111,7 +137,7 @@ def make_higher_order(
     if parent_meta.order >= MAX_ORDER:
         for d in attempts:
             skip(d.name, f"the artifact has order {parent_meta.order}; higher-order bugs stop at order {MAX_ORDER}")
-        return outcomes
+        return outcomes, []
     todo: list[tuple[str, dict[str, Any], str]] = []
     for d in attempts:
         record = read_eval(artifact, d.name) or {}
@@ -131,62 +157,77 @@ def make_higher_order(
             skip(d.name, "the fix changes no code file")
             continue
         todo.append((d.name, record, code))
-    if not todo:
-        return outcomes
+    return outcomes, todo
+
+
+def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
+                       todo: list[tuple[str, dict[str, Any], str]],
+                       combined_diffs: list[tuple[str, str | None, str | None]], *, seen: set[str] | None = None,
+                       max_new: int | None = None, made: set[str] | None = None) -> list[Outcome]:
+    """Write the artifacts of `todo` from their combined diffs ((attempt, diff, None) or (attempt, None,
+    why the fix does not apply)), in attempt order, up to `max_new` in `made`; duplicates of `seen` skipped."""
+    seen = seen if seen is not None else set()
+    made = made if made is not None else set()
+    parent_meta = artifact.metadata
+    outcomes: list[Outcome] = []
+
+    def skip(name: str, reason: str) -> None:
+        outcomes.append(Outcome(str(artifact.path), name, "skipped", reason))
 
     def full() -> bool:
         return max_new is not None and len(made) >= max_new
 
+    if not todo:
+        return outcomes
     if full():
         for name, _, _ in todo:
             skip(name, f"the limit of {max_new} higher-order artifact(s) is reached")
         return outcomes
     texts = artifact.core_texts()
-    with open_sandbox(source) as sb:
-        for name, record, code in todo:
-            if full():
-                skip(name, f"the limit of {max_new} higher-order artifact(s) is reached")
-                continue
-            try:
-                combined = combined_bug_diff(sb, artifact, code, settings)
-            except PatchError as e:
-                skip(name, f"the fix does not apply: {e}")
-                continue
-            if not combined.strip():
-                skip(name, "the fix's code undoes the whole bug (it failed for another reason)")
-                continue
-            if _normalized(combined) == _normalized(artifact.bug_diff):
-                skip(name, "the fix's code changes nothing the repository tracks")
-                continue
-            new_texts = dict(texts, **{BUG_DIFF: combined,
-                                       TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
-            new_id = content_id(new_texts)
-            dest = Path(out_dir) / new_id
-            if dest.exists() and not (dest / METADATA).is_file():
-                shutil.rmtree(dest)  # written by a run that was killed before it finished: make it again
-            if new_id in seen or dest.exists():
-                if dest.exists():
-                    made.add(new_id)
-                outcomes.append(Outcome(str(artifact.path), name, "duplicate",
-                                        "the same combined diff was already made into an artifact",
-                                        path=str(dest), id=new_id))
-                continue
-            seen.add(new_id)
-            made.add(new_id)
-            solver_info = record.get("solver_info") or {}
-            meta = Metadata(
-                id=new_id, repo=source, base_commit=parent_meta.base_commit, strategy=STRATEGY,
-                order=parent_meta.order + 1, parent=artifact.id,
-                injector={"agent": STRATEGY, "solver": record.get("solver"), "model": solver_info.get("model"),
-                          "parent_strategy": parent_meta.strategy},
-                extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
-            )
-            create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
-                            test_script=texts["test_script.sh"], test_files=artifact.test_files,
-                            test_parser=texts["test_parser.py"], metadata=meta)
-            outcomes.append(Outcome(str(artifact.path), name, "created",
-                                    f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",
+    by_name = {name: (diff, error) for name, diff, error in combined_diffs}
+    for name, record, code in todo:
+        if full():
+            skip(name, f"the limit of {max_new} higher-order artifact(s) is reached")
+            continue
+        combined, error = by_name[name]
+        if combined is None:
+            skip(name, f"the fix does not apply: {error}")
+            continue
+        if not combined.strip():
+            skip(name, "the fix's code undoes the whole bug (it failed for another reason)")
+            continue
+        if _normalized(combined) == _normalized(artifact.bug_diff):
+            skip(name, "the fix's code changes nothing the repository tracks")
+            continue
+        new_texts = dict(texts, **{BUG_DIFF: combined,
+                                   TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
+        new_id = content_id(new_texts)
+        dest = Path(out_dir) / new_id
+        if dest.exists() and not (dest / METADATA).is_file():
+            shutil.rmtree(dest)  # written by a run that was killed before it finished: make it again
+        if new_id in seen or dest.exists():
+            if dest.exists():
+                made.add(new_id)
+            outcomes.append(Outcome(str(artifact.path), name, "duplicate",
+                                    "the same combined diff was already made into an artifact",
                                     path=str(dest), id=new_id))
+            continue
+        seen.add(new_id)
+        made.add(new_id)
+        solver_info = record.get("solver_info") or {}
+        meta = Metadata(
+            id=new_id, repo=source, base_commit=parent_meta.base_commit, strategy=STRATEGY,
+            order=parent_meta.order + 1, parent=artifact.id,
+            injector={"agent": STRATEGY, "solver": record.get("solver"), "model": solver_info.get("model"),
+                      "parent_strategy": parent_meta.strategy},
+            extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
+        )
+        create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
+                        test_script=texts["test_script.sh"], test_files=artifact.test_files,
+                        test_parser=texts["test_parser.py"], metadata=meta)
+        outcomes.append(Outcome(str(artifact.path), name, "created",
+                                f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",
+                                path=str(dest), id=new_id))
     return outcomes
 
 
@@ -196,29 +237,56 @@ def failed_attempts(artifact: Artifact) -> int:
 
 
 def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
-             open_sandbox: Callable[[RepoSource], Sandbox], *, settings: GradeSettings | None = None,
-             max_new: int | None = None) -> list[Outcome]:
+             open_sandbox: Callable[[RepoSource], Sandbox] | None = None, *, settings: GradeSettings | None = None,
+             max_new: int | None = None, executor: "Executor | None" = None,
+             sandbox: tuple[str, SandboxOptions] | None = None) -> list[Outcome]:
     """`make_higher_order` over many artifacts, duplicates detected across all of them.
 
     Artifacts are taken in order of how often their attempts failed (most first, then by id), so that with
-    `max_new` the limit goes to the bugs the solver got wrong most often.
+    `max_new` the limit goes to the bugs the solver got wrong most often. With `executor` (and `sandbox`, the
+    backend and options its units open sandboxes with), each artifact's fixes are combined as one unit, in
+    parallel; the artifacts are still written here, in that order, so the outcome is the same.
     """
     if not items:
         return []
     if max_new is not None and max_new < 0:
         raise SsrkitError("--max must be at least 0")
+    settings = settings or GradeSettings()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
     made: set[str] = set()
     out: list[Outcome] = []
     ranked = sorted(items, key=lambda item: (-failed_attempts(item[0]), item[0].id, str(item[0].path)))
-    for artifact, source in ranked:
-        if not any((d / EVAL).is_file() for d in artifact.attempt_dirs()):
+    if executor is None:
+        assert open_sandbox is not None, "make_all needs open_sandbox or an executor"
+        for artifact, source in ranked:
+            if not any((d / EVAL).is_file() for d in artifact.attempt_dirs()):
+                out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
+                continue
+            out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen,
+                                         max_new=max_new, made=made))
+        return out
+    from .executor import run_units
+    from .units import combine_unit
+
+    assert sandbox is not None, "make_all with an executor needs sandbox=(backend, options)"
+    plans = [plan_higher_order(a, settings) if any((d / EVAL).is_file() for d in a.attempt_dirs()) else None
+             for a, _ in ranked]
+    busy = [k for k, p in enumerate(plans) if p is not None and p[1]]
+    combos = run_units(executor, combine_unit, [
+        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=("attempts", "logs")),
+         executor.source_ref(ranked[k][1]), [(name, code) for name, _, code in plans[k][1]], settings)  # type: ignore[index]
+        for k in busy])
+    by_k = dict(zip(busy, combos))
+    for k, (artifact, source) in enumerate(ranked):
+        plan = plans[k]
+        if plan is None:
             out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
             continue
-        out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen,
-                                     max_new=max_new, made=made))
+        out.extend(plan[0])
+        out.extend(write_higher_order(artifact, source, out_dir, plan[1], by_k.get(k, []), seen=seen,
+                                      max_new=max_new, made=made))
     return out
 
 

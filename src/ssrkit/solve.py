@@ -24,10 +24,9 @@ import shlex
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
 from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact
@@ -36,6 +35,9 @@ from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .grade import Expectations, GradeSettings, current_validation, eval_record, grade, load_expectations
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
+
+if TYPE_CHECKING:
+    from .executor import Executor
 
 FIX = "fix.diff"
 EVAL = "eval.json"
@@ -404,42 +406,64 @@ class Engine:
                                   source=source)
 
     # many ---------------------------------------------------------------------------------------
-    def _map(self, tasks: list[Callable[[], dict[str, Any]]],
-             on_done: Callable[[dict[str, Any]], None] | None) -> list[dict[str, Any]]:
-        def run(task: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-            record = task()
+    def _map(self, items: list[tuple[Artifact, RepoSource]], jobs: list[tuple[int, Solver | None, str, Expectations]],
+             hide: list[str] | None, on_done: Callable[[dict[str, Any]], None] | None,
+             executor: "Executor | None") -> list[dict[str, Any]]:
+        """Run (item index, solver — None to re-grade —, attempt, expectations) as units of `executor`
+        (default: the local pool of `jobs`); attempts made elsewhere are written here, eval.json last."""
+        from .executor import LocalExecutor, run_units
+        from .units import attempt_unit
+
+        ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
+        spec: Any = self.options if ex.portable else self
+        skip = ("logs",) if any(s is None for _, s, _, _ in jobs) else ("logs", ATTEMPTS)
+        refs = {i: (ex.artifact_ref(items[i][0].path, skip=skip), ex.source_ref(items[i][1]))
+                for i in sorted({i for i, _, _, _ in jobs})}
+
+        def done(k: int, out: tuple[dict[str, Any], dict[str, bytes] | None]) -> None:
+            record, files = out
+            if files is not None:
+                from .executor import write_tree
+
+                i, _, name, _ = jobs[k]
+                d = attempt_dir(items[i][0], name)
+                if d.exists():
+                    shutil.rmtree(d)
+                write_tree(d, files, last=(EVAL,))
             if on_done:
                 on_done(record)
-            return record
 
-        jobs = min(self.options.jobs, max(1, len(tasks)))
-        if jobs <= 1:
-            return [run(t) for t in tasks]
-        with ThreadPoolExecutor(jobs) as pool:
-            return list(pool.map(run, tasks))
+        try:
+            outs = run_units(ex, attempt_unit, [(spec, *refs[i], solver, name, expect, hide)
+                                                for i, solver, name, expect in jobs], done)
+        finally:
+            if executor is None:
+                ex.close()
+        return [record for record, _ in outs]
 
     def solve(self, items: list[tuple[Artifact, RepoSource]], solver: Solver, *, attempts: int = 8,
               redo: bool = False, on_done: Callable[[dict[str, Any]], None] | None = None,
-              ) -> list[dict[str, Any]]:
+              executor: "Executor | None" = None) -> list[dict[str, Any]]:
         """Make sure every artifact has `attempts` finished attempts; return the eval.json of each one run."""
-        tasks: list[Callable[[], dict[str, Any]]] = []
+        jobs: list[tuple[int, Solver | None, str, Expectations]] = []
         hide = self.hidden_paths([a for a, _ in items])
-        for artifact, source in items:
+        for i, (artifact, source) in enumerate(items):
             expect = load_expectations(artifact)
             for name in plan_attempts(artifact, attempts, redo=redo):
-                tasks.append(lambda a=artifact, s=source, n=name, e=expect: self.run_attempt(a, s, solver, n, e, hide))
-        return self._map(tasks, on_done)
+                jobs.append((i, solver, name, expect))
+        return self._map(items, jobs, hide, on_done, executor)
 
     def regrade(self, items: list[tuple[Artifact, RepoSource]], *,
-                on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+                on_done: Callable[[dict[str, Any]], None] | None = None,
+                executor: "Executor | None" = None) -> list[dict[str, Any]]:
         """Re-grade every saved fix.diff without running any solver."""
-        tasks: list[Callable[[], dict[str, Any]]] = []
-        for artifact, source in items:
+        jobs: list[tuple[int, Solver | None, str, Expectations]] = []
+        for i, (artifact, source) in enumerate(items):
             expect = load_expectations(artifact)
             for d in artifact.attempt_dirs():
                 if (d / FIX).is_file():
-                    tasks.append(lambda a=artifact, s=source, n=d.name, e=expect: self.regrade_attempt(a, s, n, e))
-        return self._map(tasks, on_done)
+                    jobs.append((i, None, d.name, expect))
+        return self._map(items, jobs, None, on_done, executor)
 
 
 def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:

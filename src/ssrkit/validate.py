@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
@@ -32,6 +32,9 @@ from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
 from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+
+if TYPE_CHECKING:
+    from .executor import Executor
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
 
@@ -561,34 +564,45 @@ def validate_all(
     redo: bool = False,
     write: bool = True,
     on_done: Callable[[Artifact, dict[str, Any], bool], None] | None = None,
+    executor: "Executor | None" = None,
 ) -> list[dict[str, Any]]:
     """Validate many artifacts, `jobs` at a time; reuse an up-to-date validation.json unless `redo`.
 
     Returns the validation.json objects in the order given. `on_done(artifact, result, reused)` is called
-    as each finishes (progress bars).
+    as each finishes (progress bars). Each validation is a unit of `executor` (default: the local thread
+    pool of `jobs`); whichever ran it, this process writes the report.
     """
+    from .executor import LocalExecutor, run_units
+    from .units import ValidatorSpec, validate_unit
 
-    def one(item: tuple[Artifact, RepoSource]) -> dict[str, Any]:
-        artifact, source = item
-        if not redo:
-            old = previous_report(artifact, validator.settings, source)
-            if old is not None:
-                if on_done:
-                    on_done(artifact, old, True)
-                return old
-        report = validator.validate(artifact, source)
+    results: dict[int, dict[str, Any]] = {}
+    todo: list[int] = []
+    for i, (artifact, source) in enumerate(items):
+        old = None if redo else previous_report(artifact, validator.settings, source)
+        if old is not None:
+            results[i] = old
+            if on_done:
+                on_done(artifact, old, True)
+        else:
+            todo.append(i)
+    ex = executor or LocalExecutor(min(validator.settings.jobs, max(1, len(todo))))
+    spec: Any = ValidatorSpec(validator.settings, validator.backend, validator.options) if ex.portable else validator
+
+    def done(k: int, report: Report) -> None:
+        artifact = items[todo[k]][0]
         if write:
             write_report(artifact, report)
-        result = report.to_dict()
+        results[todo[k]] = report.to_dict()
         if on_done:
-            on_done(artifact, result, False)
-        return result
+            on_done(artifact, results[todo[k]], False)
 
-    jobs = min(validator.settings.jobs, max(1, len(items)))
-    if jobs == 1:
-        return [one(i) for i in items]
-    with ThreadPoolExecutor(jobs) as pool:
-        return list(pool.map(one, items))
+    try:
+        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=("attempts",)),
+                                       ex.source_ref(items[i][1])) for i in todo], done)
+    finally:
+        if executor is None:
+            ex.close()
+    return [results[i] for i in range(len(items))]
 
 
 def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) -> dict[str, Any] | None:

@@ -448,3 +448,36 @@ def test_cli_nccl_starts_with_weight_transfer_and_says_what_refresh_needs(fake_v
         assert "use --strategy restart otherwise" in proc.stderr
     finally:
         cli("--stop", "--pid-file", pid_file)
+
+
+def test_cli_replicas_one_server_per_gpu_on_consecutive_ports(fake_vllm, tmp_path):
+    port = free_port()
+    while any(socket.socket().connect_ex(("127.0.0.1", port + i)) == 0 for i in (1, 2)):
+        port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "4,5,6"}
+    run = [sys.executable, "-c", "from ssrkit.cli.serve import main; main()"]
+    proc = subprocess.run([*run, str(tmp_path / "ckpt"), "--port", str(port), "--served-model-name", "policy",
+                           "--replicas", "3", "--detach", "--json"], env=env, capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    urls = [f"http://127.0.0.1:{port + i}/v1" for i in range(3)]
+    assert info["base_urls"] == urls and info["base_url"] == ",".join(urls) and info["model"] == "policy"
+    pids = [int((tmp_path / f"vllm-{port + i}.pid").read_text().split()[0]) for i in range(3)]
+    assert all(alive(p) for p in pids)
+    for i, pid in enumerate(pids):  # server i was given the i-th visible GPU
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"CUDA_VISIBLE_DEVICES={4 + i}".encode() in environ
+    for u in urls:
+        with urllib.request.urlopen(u + "/models", timeout=5) as r:
+            assert "policy" in r.read().decode()
+    proc = subprocess.run([*run, "--stop", "--replicas", "3", "--port", str(port)], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in pids)
+    proc = subprocess.run([*run, "ckpt", "--replicas", "2", "--pid-file", "x.pid"], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "drop --pid-file" in proc.stderr

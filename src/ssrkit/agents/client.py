@@ -34,6 +34,10 @@ class ModelError(SsrkitError):
     """The endpoint is misconfigured or unreachable: every later call would fail the same way."""
 
 
+class ServerDownError(ModelError):
+    """This server is unreachable or kept failing (5xx, 429, timeouts): another server may answer."""
+
+
 class ContextLengthError(SsrkitError):
     """The conversation no longer fits in the model's context window (the server said so)."""
 
@@ -75,6 +79,7 @@ class Completion:
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     seconds: float = 0.0
+    server: str | None = None  # which server answered, when several serve the model (EndpointPool)
 
 
 class ModelClient:
@@ -112,16 +117,28 @@ class ModelClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.timeout_s = timeout_s
-        self._key_set = bool(os.environ.get(api_key_env))
         self._token_extras_ok = True
         self._semantics: dict[str, Any] | None = None
         self._probe_lock = threading.Lock()
+        self._connect()
+
+    def _connect(self) -> None:
+        self._key_set = bool(os.environ.get(self.api_key_env))
         self._client = openai.OpenAI(
             base_url=self.base_url,
-            api_key=os.environ.get(api_key_env) or _NO_KEY,
+            api_key=os.environ.get(self.api_key_env) or _NO_KEY,
             max_retries=0,  # retries are ours: bounded, logged, and classified
-            timeout=timeout_s,
+            timeout=self.timeout_s,
         )
+
+    # a client travels to other machines (--executor ray) without its key: each reads `api_key_env` there
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_client", "_key_set", "_probe_lock")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._probe_lock = threading.Lock()
+        self._connect()
 
     def __repr__(self) -> str:  # never shows the key
         return f"ModelClient(base_url={self.public_url!r}, model={self.model!r})"
@@ -284,7 +301,7 @@ class ModelClient:
         if code in (404, 405) or (code == 400 and _MODEL_UNKNOWN.search(detail)):
             return self._explain_not_found(url, code, detail)
         if code == 429 or code >= 500 or code == 408:
-            return ModelError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
+            return ServerDownError(f"the server at {self.public_url} kept failing: HTTP {code} ({detail}) "
                               f"after {attempt + 1} tries; check the server's log")
         if code in (400, 413, 422) and _CONTEXT.search(detail):
             return ContextLengthError(f"the conversation no longer fits the model's context: {detail}")
@@ -304,12 +321,12 @@ class ModelClient:
     def _explain_connection(self, e: openai.APIConnectionError, attempt: int) -> ModelError:
         tries = f"after {attempt + 1} tries"
         if isinstance(e, openai.APITimeoutError):
-            return ModelError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
+            return ServerDownError(f"the server at {self.public_url} did not answer within {self.timeout_s:g}s "
                               f"({tries}); is it overloaded, or is the timeout too short?")
         if _refused(e):
-            return ModelError(f"nothing is listening at {self.public_url} ({tries}): start the server "
+            return ServerDownError(f"nothing is listening at {self.public_url} ({tries}): start the server "
                               f"(e.g. `vllm serve MODEL --port PORT`) or fix the base URL")
-        return ModelError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
+        return ServerDownError(f"could not reach {self.public_url} ({tries}): {_cause(e)}")
 
 
 # -- response parsing -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ uses them as the sampler's only when they are comparable with its own log_softma
 template can render it). `turns[i]` describes the i-th assistant message: `message_index` points into
 `messages`, and the token ids / log-probs are the server's own when it returned them (else null). While a run
 is in progress `exit_status` is "running": a killed run leaves a valid file holding every finished step.
+With several servers (`--base-url` repeated) `turns[i].server` names the one that answered that turn.
 No API key is ever part of it: the model client only hands over model name, public URL and sampling.
 """
 
@@ -98,6 +99,8 @@ class Trajectory:
             "usage": completion.usage,
             "seconds": completion.seconds,
         }
+        if completion.server is not None:
+            turn["server"] = completion.server
         self.turns.append(turn)
         self.save()
         return turn

@@ -32,6 +32,12 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="ssrkit.toml to read (defa
                          rich_help_panel="Configuration")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
 JobsOpt = typer.Option(None, "--jobs", "-j", min=1, help="Parallel runs.")
+ExecutorOpt = typer.Option(None, "--executor", help="Where units run: local (default) or ray (a Ray cluster; "
+                           "the ssrkit\\[ray] extra, docs/cluster.md).", rich_help_panel="Scale-out")
+RayAddressOpt = typer.Option(None, "--ray-address", help="Ray cluster to join (default $RAY_ADDRESS, else a "
+                             "new one-node Ray here).", rich_help_panel="Scale-out")
+ShardOpt = typer.Option(None, "--shard", help="Do only shard K of N (e.g. 2/4) of the units: N batch jobs "
+                        "split a round with no engine.", rich_help_panel="Scale-out")
 
 
 def config_for(config: Optional[Path], repo: Optional[Path]) -> Config:
@@ -73,6 +79,17 @@ def sandbox_options(cfg: Config) -> SandboxOptions:
     return SandboxOptions(limits=limits, env=env, setup=sec.get("setup") or None)
 
 
+def executor_for(cfg: Config, executor: Optional[str], ray_address: Optional[str], jobs: int):
+    """The executor of a command: flags first, then `[run] executor` / `ray_address` (local by default)."""
+    from ..executor import make_executor
+
+    name = executor or cfg.get("run", "executor") or "local"
+    address = ray_address or cfg.get("run", "ray_address") or None
+    if name == "local" and address and not ray_address:
+        address = None  # a configured address is for when the executor is ray
+    return make_executor(name, max(1, jobs), address=address)
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
@@ -86,7 +103,8 @@ STATUS_STYLE = {
 }
 
 # -- model options shared by the LLM injector and the LLM solver --------------------------------------
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm).",
+BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm); "
+                          "repeat it (or give a file of URLs) to spread trajectories over several servers.",
                           rich_help_panel="Model")
 ModelOpt = typer.Option(None, "--model", help="Model name served there (llm).", rich_help_panel="Model")
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).",
@@ -101,15 +119,16 @@ TokenIdsOpt = typer.Option(True, "--token-ids/--no-token-ids",
                            rich_help_panel="Model")
 
 
-def model_client(cfg: Config, section: str, *, base_url: Optional[str], model: Optional[str],
+def model_client(cfg: Config, section: str, *, base_url: Optional[list[str]], model: Optional[str],
                  api_key_env: Optional[str], temperature: Optional[float], max_tokens: Optional[int] = None,
                  token_ids: bool = True):
     """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env), then
-    `[agent]`'s sampling keys (temperature, top_p, max_tokens)."""
-    from ..agents import ModelClient, Sampling
+    `[agent]`'s sampling keys (temperature, top_p, max_tokens). Several base URLs give an EndpointPool."""
+    from ..agents import Sampling
     from ..agents.client import SAMPLING_KEYS
+    from ..agents.endpoints import base_urls, connect
 
-    base_url = base_url or cfg.get(section, "base_url")
+    base_url = base_urls(base_url or cfg.get(section, "base_url"))
     model = model or cfg.get(section, "model")
     if not base_url or not model:
         raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
@@ -120,5 +139,5 @@ def model_client(cfg: Config, section: str, *, base_url: Optional[str], model: O
         sampling.temperature = temperature
     if max_tokens is not None:
         sampling.max_tokens = max_tokens
-    return ModelClient(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
+    return connect(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
                        sampling=sampling, want_token_ids=token_ids)

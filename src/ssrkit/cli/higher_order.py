@@ -12,10 +12,12 @@ from rich.table import Table
 from ..artifact import Artifact, find_artifacts
 from ..grade import GradeSettings
 from ..higher_order import check_out_dir, make_all
-from ..sandbox import open_sandbox
+from ..errors import SsrkitError
+from ..executor import Shard, shard_items
 from ..validate import Settings, Validator, validate_all
-from .common import (BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt, config_for, console,
-                     explicit_source, print_json, sandbox_options, source_for)
+from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
+                     WorkdirOpt, config_for, console, executor_for, explicit_source, print_json, sandbox_options,
+                     source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -48,6 +50,9 @@ def higher_order(
                                           help="At most this many higher-order artifacts in --out (those already "
                                                "there count); the artifacts failed most often go first."),
     jobs: Optional[int] = JobsOpt,
+    executor: Optional[str] = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    shard: Optional[str] = ShardOpt,
     repo: Optional[Path] = RepoOpt,
     image: Optional[str] = ImageOpt,
     workdir: Optional[str] = WorkdirOpt,
@@ -56,8 +61,12 @@ def higher_order(
     as_json: bool = JsonOpt,
 ) -> None:
     """Make higher-order artifacts from failed attempts: original + bug + weaken + the failed fix."""
+    the_shard = Shard.parse(shard)
+    if the_shard is not None and max_new is not None:
+        raise SsrkitError("--max ranks every parent artifact, so it cannot be split: drop --shard or --max")
     found = find_artifacts(artifacts)
     check_out_dir(out, found)
+    found = shard_items(found, the_shard, lambda a: a.id)
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
     first = items[0][1] if items else None
@@ -65,22 +74,23 @@ def higher_order(
     cfg.override("validate", jobs=jobs)
     be = backend or cfg.get("sandbox", "backend", "auto")
     options = sandbox_options(cfg)
-    outcomes = make_all(items, out, lambda src: open_sandbox(src, be, options),
-                        settings=GradeSettings.from_config(cfg), max_new=max_new)
-    results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
-    # new artifacts, and those an earlier (perhaps killed) run made: validate_all skips up-to-date ones
-    made = [(i, o) for i, o in enumerate(outcomes)
-            if o.status == "created" or (o.status == "duplicate" and o.path and Path(o.path).is_dir())]
-    made = [(i, o) for k, (i, o) in enumerate(made) if o.path not in {p.path for _, p in made[:k]}]
-    if validate and made:
-        validator = Validator(Settings.from_section(cfg.section("validate")), backend=be, options=options)
-        new = [Artifact(o.path) for _, o in made]
-        reports = validate_all([(a, a.metadata.repo) for a in new], validator)
-        for (i, _), rep in zip(made, reports):
-            results[i]["valid"] = rep["valid"]
-            failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
-            if failed:
-                results[i]["invalid_because"] = f"{failed['name']}: {failed['message']}"
+    validator = Validator(Settings.from_section(cfg.section("validate")), backend=be, options=options)
+    with executor_for(cfg, executor, ray_address, validator.settings.jobs) as ex:
+        outcomes = make_all(items, out, settings=GradeSettings.from_config(cfg), max_new=max_new, executor=ex,
+                            sandbox=(be, options))
+        results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
+        # new artifacts, and those an earlier (perhaps killed) run made: validate_all skips up-to-date ones
+        made = [(i, o) for i, o in enumerate(outcomes)
+                if o.status == "created" or (o.status == "duplicate" and o.path and Path(o.path).is_dir())]
+        made = [(i, o) for k, (i, o) in enumerate(made) if o.path not in {p.path for _, p in made[:k]}]
+        if validate and made:
+            new = [Artifact(o.path) for _, o in made]
+            reports = validate_all([(a, a.metadata.repo) for a in new], validator, executor=ex)
+            for (i, _), rep in zip(made, reports):
+                results[i]["valid"] = rep["valid"]
+                failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
+                if failed:
+                    results[i]["invalid_because"] = f"{failed['name']}: {failed['message']}"
     if as_json:
         print_json(results)
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 from rich.markup import escape
@@ -11,11 +11,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import SsrkitError
+from ..executor import Shard
 from ..fsutil import atomic_write_json
 from ..source import RepoSource
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTurnsOpt,
-                     MaxTokensOpt, ModelOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console, model_client,
-                     print_json, sandbox_options)
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TokenIdsOpt,
+                     WorkdirOpt, config_for, console, executor_for, model_client, print_json, sandbox_options)
 
 EPILOG = """
 [bold]Examples[/]
@@ -25,6 +26,9 @@ EPILOG = """
 
   Only expression mutations, another seed, machine-readable list of the artifacts:
   [cyan]ssrkit inject ~/src/mylib --out art/ --n 5 --strategy expression --seed 7 --json[/]
+
+  Shard 2 of 3 of a round (a Slurm array task): its share of --n from its own candidates:
+  [cyan]ssrkit inject build/repos/textkit --out runs/r1/artifacts --n 30 --shard 2/3[/]
 
   A repository inside a Docker image:
   [cyan]ssrkit inject --image myorg/mylib:env --workdir /testbed --out art/ --n 10[/]
@@ -67,13 +71,16 @@ def inject(
     out: Path = typer.Option(..., "--out", "-o", help="Directory for the artifacts (out/<id>/).", show_default=False),
     n: int = typer.Option(10, "--n", "-n", min=1, help="Number of valid artifacts to write."),
     jobs: Optional[int] = JobsOpt,
+    executor: Optional[str] = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    shard: Optional[str] = ShardOpt,
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same artifacts."),
     strategy: Optional[str] = typer.Option(None, "--strategy", "-s",
                                            help="procedural: comma-separated expression, removal, history, combine "
                                                 "(default all); llm: a mixture of removal, history, direct, e.g. "
                                                 "removal=0.5,history=0.5 (the default)."),
     agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model) or llm (an agent)."),
-    base_url: Optional[str] = BaseUrlOpt,
+    base_url: Optional[List[str]] = BaseUrlOpt,
     model: Optional[str] = ModelOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
@@ -103,15 +110,20 @@ def inject(
         raise SsrkitError(f"--agent {agent!r} is not available (available: {known})")
     cfg = config_for(config, Path(source.path) if source.kind == "local" else None)
     cfg.override("validate", timeout=timeout)
+    the_shard = Shard.parse(shard)
     if agent == "llm":
         if max_turns:
             cfg.override("agent", max_turns=max_turns)
-        _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
-                    validate=not no_validate, as_json=as_json,
-                    client=model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
-                                        temperature=temperature, max_tokens=max_tokens,
-                                        token_ids=token_ids))
+        client = model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
+                              temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
+        with executor_for(cfg, executor, ray_address, jobs or 1) as ex:
+            _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
+                        validate=not no_validate, as_json=as_json, client=client, executor=ex, shard=the_shard)
         return
+    if (executor or cfg.get("run", "executor") or "local") != "local":
+        raise SsrkitError(f"--agent {agent} keeps its coverage map and worker sandboxes on one machine; split "
+                          "it with --shard K/N (one shard per node or batch job) instead of --executor ray, "
+                          "which covers validate, solve, higher-order and inject --agent llm")
     from ..inject.procedural import Event, parse_strategies
 
     strategies = parse_strategies(strategy or "expression,removal,history,combine")
@@ -119,6 +131,14 @@ def inject(
                                   backend=backend, options=sandbox_options(cfg), cache=not no_cache)
     if agent == "procedural":
         kwargs["max_tries"] = max_tries
+    if the_shard is not None:
+        if agent != "procedural":
+            raise SsrkitError(f"--shard is not supported by --agent {agent}")
+        # shard K makes its share of --n from the candidates of its shard (disjoint from the others')
+        n = kwargs["n"] = the_shard.share(n)
+        kwargs["shard"] = the_shard
+        if n < 1:
+            raise SsrkitError(f"--n {n} split {the_shard.n} ways leaves shard {the_shard} nothing: raise --n")
 
     if as_json:
         artifacts, stats = AGENTS[agent](source, out, **kwargs)
@@ -149,12 +169,15 @@ def inject(
 
 
 def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, seed: int, strategy: Optional[str],
-                backend: Optional[str], validate: bool, as_json: bool, client: Any) -> None:
+                backend: Optional[str], validate: bool, as_json: bool, client: Any, executor: Any,
+                shard: Optional[Shard]) -> None:
     from ..inject.llm import inject_llm, parse_mixture
 
     mixture = parse_mixture(strategy)
     kwargs = dict(client=client, n=n, jobs=jobs, seed=seed, mixture=mixture, config=cfg, backend=backend,
-                  options=sandbox_options(cfg), validate=validate)
+                  options=sandbox_options(cfg), validate=validate, executor=executor, shard=shard)
+    if shard is not None:
+        n = shard.share(n)
     if as_json:
         records, stats = inject_llm(source, out, **kwargs)
         write_summary(out, records, stats)

@@ -4,6 +4,7 @@ ssrkit serve runs/r0/policy --port 8000 --served-model-name policy             #
 ssrkit serve runs/r0/policy --detach --pid-file vllm.pid --log vllm.log          # returns once ready
 ssrkit serve runs/r1/policy --refresh --pid-file vllm.pid                        # move it to a new checkpoint
 ssrkit serve --stop --pid-file vllm.pid                                          # stops the whole group
+ssrkit serve runs/r0/policy --replicas 4 --port 8000 --detach                      # one server per GPU, ports 8000-8003
 
 `--strategy` (restart, lora, nccl; chosen at --detach) says how `--refresh` moves the server; the settings live
 next to the pid file in vllm.pid.json. The work is done by ssrkit.serve; this module parses and prints.
@@ -15,6 +16,7 @@ import json
 import shlex
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -63,10 +65,23 @@ def serve(
         typer.Option("--refresh", help="Move the detached server in --pid-file to CHECKPOINT by its strategy."),
     ] = False,
     json_output: Annotated[bool, typer.Option("--json", help="Print {base_url, model, pid} as JSON.")] = False,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Servers on this machine, one per GPU, on "
+                                          "consecutive ports from --port (each with its own pid file and log).")] = 1,
 ) -> None:
     """Serve a policy checkpoint with vLLM (OpenAI-compatible) and wait until it answers."""
     from ssrkit.serve import ServeError
 
+    try:
+        if replicas > 1:
+            if pid_file is not None or log is not None:
+                raise ServeError("--replicas gives each server its own vllm-PORT.pid and vllm-PORT.log; "
+                                 "drop --pid-file and --log")
+            _replicas(replicas, checkpoint, port, host, served_model_name, command, vllm_args, strategy, timeout,
+                      detach, stop, refresh, json_output)
+            return
+    except ServeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     pid_file = pid_file or Path(f"vllm-{port}.pid")
     try:
         if stop:
@@ -135,6 +150,75 @@ def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[s
     server.stop()
     typer.echo(f"error: server exited with code {code}", err=True)
     raise typer.Exit(1)
+
+
+def _gpu(i: int) -> str:
+    """The i-th GPU this process may use (the i-th entry of CUDA_VISIBLE_DEVICES when it is set)."""
+    import os
+
+    visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
+    return visible[i % len(visible)] if visible else str(i)
+
+
+def _replicas(n: int, checkpoint: Optional[Path], port: int, host: str, served_model_name: Optional[str],
+              command: str, vllm_args: str, strategy: Optional[str], timeout: float, detach: bool, stop: bool,
+              refresh: bool, json_output: bool) -> None:
+    """N servers of one checkpoint on ports port..port+N-1, server i on GPU i; --stop/--refresh all of them."""
+    from ssrkit.serve import PolicyServer, ServeConfig, ServeError, record_detached, refresh_detached, stop_detached
+
+    ports = [port + i for i in range(n)]
+    if stop:
+        for p in ports:
+            typer.echo(f"stopped server (process group {stop_detached(Path(f'vllm-{p}.pid'))})")
+        return
+    if checkpoint is None:
+        raise ServeError("no checkpoint given")
+    if refresh:
+        servers = [refresh_detached(Path(f"vllm-{p}.pid"), checkpoint, strategy) for p in ports]
+        _report_all(servers, json_output)
+        return
+    servers = [PolicyServer(ServeConfig(command=shlex.split(command), host=host, port=p, args=shlex.split(vllm_args),
+                                        served_model_name=served_model_name, strategy=strategy or "restart",
+                                        ready_timeout=timeout, log_file=Path(f"vllm-{p}.log") if detach else None,
+                                        env={"CUDA_VISIBLE_DEVICES": _gpu(i)}))
+               for i, p in enumerate(ports)]
+    if not detach:
+        signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for s in servers:  # all of them load at once; then wait for each
+            s.start(str(checkpoint), wait=False)
+        for s in servers:
+            s.wait_ready()
+        _report_all(servers, json_output)
+        if detach:
+            for s, p in zip(servers, ports):
+                record_detached(s, Path(f"vllm-{p}.pid"))
+            return
+        while all(s.process is not None and s.process.poll() is None for s in servers):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    dead = [s for s in servers if s.process is not None and s.process.poll() is not None]
+    for s in servers:
+        s.stop()
+    if dead and not detach:
+        typer.echo(f"error: the server on port {dead[0].config.port} exited", err=True)
+        raise typer.Exit(1)
+
+
+def _report_all(servers: list["PolicyServer"], json_output: bool) -> None:
+    urls = [s.base_url for s in servers]
+    if json_output:
+        typer.echo(json.dumps({"base_urls": urls, "base_url": ",".join(urls), "model": servers[0].model,
+                               "pids": [s.pid for s in servers]}))
+    else:
+        for s in servers:
+            _report(s, False)
+        typer.echo(f"--base-url {','.join(urls)}")
 
 
 def _report(server: "PolicyServer", json_output: bool) -> None:

@@ -16,9 +16,11 @@ from ..errors import SsrkitError
 from ..grade import GradeSettings
 from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, MaxTokensOpt,
-                     MaxTurnsOpt, ModelOpt, RepoOpt, TemperatureOpt, TokenIdsOpt, WorkdirOpt, config_for, console,
-                     err_console, explicit_source, model_client, print_json, sandbox_options, source_for)
+from ..executor import Shard, shard_items
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt,
+                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, executor_for, explicit_source,
+                     model_client, print_json, sandbox_options, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -53,12 +55,15 @@ def solve(
     attempts: Optional[int] = typer.Option(None, "--attempts", "-n", min=0,
                                            help="Finished attempts each artifact must have (default 8)."),
     jobs: Optional[int] = JobsOpt,
+    executor: Optional[str] = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    shard: Optional[str] = ShardOpt,
     redo: bool = typer.Option(False, "--redo", help="Run attempts 001..N again, replacing them."),
     regrade: bool = typer.Option(False, "--regrade", help="Re-grade saved fix.diff files; run no solver."),
     patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
                                          show_default=False),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default: [validate] timeout, 90)."),
-    base_url: Optional[str] = BaseUrlOpt,
+    base_url: Optional[List[str]] = BaseUrlOpt,
     model: Optional[str] = ModelOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     temperature: Optional[float] = TemperatureOpt,
@@ -85,7 +90,7 @@ def solve(
     """
     if regrade and patch is not None:
         raise SsrkitError("give either --regrade or --patch, not both")
-    found = find_artifacts(artifacts)
+    found = shard_items(find_artifacts(artifacts), Shard.parse(shard), lambda a: a.id)
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
     first = items[0][1] if items else None
@@ -117,9 +122,8 @@ def solve(
         _render([record], as_json, items)
         raise typer.Exit(0 if record["passed"] else 1)
 
-    if regrade:
-        records = _with_progress(lambda cb: engine.regrade(items, on_done=cb), "regrade", as_json)
-    else:
+    the_solver = None
+    if not regrade:
         n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
         client = None
         if solver == "llm":
@@ -133,8 +137,12 @@ def solve(
                       **({"max_turns": max_turns} if max_turns else {})},
         }
         the_solver = make_solver(solver, **model_options)
-        records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb),
-                                 f"solve ({solver})", as_json)
+    with executor_for(cfg, executor, ray_address, options.jobs) as ex:
+        if the_solver is None:
+            records = _with_progress(lambda cb: engine.regrade(items, on_done=cb, executor=ex), "regrade", as_json)
+        else:
+            records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb,
+                                                             executor=ex), f"solve ({solver})", as_json)
     _render(records, as_json, items)
 
 

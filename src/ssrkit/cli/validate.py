@@ -11,9 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..artifact import Artifact, find_artifacts
+from ..executor import Shard, shard_items
 from ..validate import Settings, Validator, validate_all
-from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ImageOpt, JobsOpt, JsonOpt, RepoOpt, WorkdirOpt,
-                     config_for, console, explicit_source, print_json, sandbox_options, source_for)
+from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
+                     RepoOpt, ShardOpt, WorkdirOpt, config_for, console, executor_for, explicit_source, print_json,
+                     sandbox_options, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -23,6 +25,10 @@ EPILOG = """
 
   Validate a whole directory of generated artifacts (their artifact.toml names the repository), 2 at a time:
   [cyan]ssrkit validate runs/r1/artifacts/ --jobs 2[/]
+
+  On a Ray cluster (the ssrkit\\[ray] extra), or as shard 2 of 4 of a batch job array:
+  [cyan]ssrkit validate runs/r1/artifacts/ --executor ray --ray-address auto[/]
+  [cyan]ssrkit validate runs/r1/artifacts/ --shard 2/4[/]
 
   Stricter settings, machine-readable output:
   [cyan]ssrkit validate art/ --flaky-runs 2 --min-passing-tests 10 --total-break error --json | jq '.[].valid'[/]
@@ -40,6 +46,9 @@ def validate(
     workdir: Optional[str] = WorkdirOpt,
     backend: Optional[str] = BackendOpt,
     jobs: Optional[int] = JobsOpt,
+    executor: Optional[str] = ExecutorOpt,
+    ray_address: Optional[str] = RayAddressOpt,
+    shard: Optional[str] = ShardOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default 90)."),
     flaky_runs: Optional[int] = typer.Option(None, "--flaky-runs", min=0,
                                              help="Repeat the original run K more times; reject changing statuses."),
@@ -62,7 +71,7 @@ def validate(
 
     Static checks (files, diffs_parse, test_files_exist, weaken_scope, bug_scope, applies) run first; then the tests run in a sandbox (parser, original_passes, bug_breaks, weaken_hides, inverse_mutation). A check runs only if those it depends on passed, so the first failure is the one to fix.
     """
-    found = find_artifacts(artifacts)
+    found = shard_items(find_artifacts(artifacts), Shard.parse(shard), lambda a: a.id)
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
     cfg = config_for(config, Path(items[0][1].path) if items and items[0][1].kind == "local" else None)
@@ -75,18 +84,8 @@ def validate(
     validator = Validator(settings, backend=backend or cfg.get("sandbox", "backend", "auto"),
                           options=sandbox_options(cfg))
 
-    if as_json or len(items) == 1:
-        results = validate_all(items, validator, redo=redo or no_cache)
-    else:
-        with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=console, transient=True) as progress:
-            task = progress.add_task("", total=len(items))
-
-            def done(art: Artifact, result: dict[str, Any], reused: bool) -> None:
-                progress.update(task, advance=1, description=escape(art.name))
-
-            results = validate_all(items, validator, redo=redo or no_cache, on_done=done)
-
+    with executor_for(cfg, executor, ray_address, settings.jobs) as ex:
+        results = _validate(items, validator, redo or no_cache, as_json, ex)
     if as_json:
         print_json(results)
     elif len(results) == 1 or details:
@@ -95,6 +94,20 @@ def validate(
     else:
         render_summary(results)
     raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
+
+
+def _validate(items, validator: Validator, redo: bool, quiet: bool, ex) -> list[dict[str, Any]]:
+    if quiet or len(items) <= 1:
+        return validate_all(items, validator, redo=redo, executor=ex)
+    else:
+        with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.description}"), console=console, transient=True) as progress:
+            task = progress.add_task("", total=len(items))
+
+            def done(art: Artifact, result: dict[str, Any], reused: bool) -> None:
+                progress.update(task, advance=1, description=escape(art.name))
+
+            return validate_all(items, validator, redo=redo, on_done=done, executor=ex)
 
 
 def render_checks(result: dict[str, Any]) -> None:

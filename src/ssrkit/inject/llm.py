@@ -9,22 +9,24 @@ aside (`….interrupted`, its trajectory kept) and run again.
 from __future__ import annotations
 
 import random
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..agents import AgentConfig, ModelClient
-from ..agents.injector import DEFAULT_MIXTURE, Thresholds, choose_strategy, run_llm_injection
+from ..agents.injector import DEFAULT_MIXTURE, Thresholds, choose_strategy
 from ..agents.prompts import STRATEGIES
-from ..artifact import METADATA, TRAJECTORY, Artifact
+from ..artifact import METADATA, TRAJECTORY, VALIDATION, Artifact
 from ..config import Config
 from ..errors import SsrkitError
+from ..executor import ArtifactRef, write_tree
 from ..fsutil import read_json
-from ..sandbox import SandboxOptions, open_sandbox
+from ..sandbox import SandboxOptions
 from ..source import RepoSource, head_commit
-from ..validate import Settings, Validator, write_report
+from ..validate import Settings, Validator
+
+if TYPE_CHECKING:
+    from ..executor import Executor, Shard
 
 
 def parse_mixture(text: str | None) -> dict[str, float]:
@@ -97,8 +99,13 @@ def inject_llm(
     options: SandboxOptions | None = None,
     validate: bool = True,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    executor: "Executor | None" = None,
+    shard: "Shard | None" = None,
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Run `n` LLM injections into `out/`; returns (one dict per injection, per-strategy stats)."""
+    """Run `n` LLM injections into `out/`; returns (one dict per injection, per-strategy stats).
+
+    Each injection (and its validation) is a unit of `executor` (default: the local pool of `jobs`); with
+    `shard` K/N only the injections i with i mod N = K−1 run, so N shards together make the same n."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     mixture = mixture or dict(DEFAULT_MIXTURE)
@@ -110,25 +117,33 @@ def inject_llm(
     base_commit = head_commit(source.path) if source.kind == "local" else None
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
     stats: dict[str, LLMStats] = {}
-    lock = threading.Lock()
+    from ..executor import LocalExecutor, run_units
+    from ..units import LLMInjection, ValidatorSpec, llm_injection_unit
 
-    def one(i: int) -> dict[str, Any]:
+    ex = executor or LocalExecutor(max(1, min(jobs, n)))
+    indices = [i for i in range(n) if shard is None or shard.owns_index(i)]
+    env = LLMInjection(source=ex.source_ref(source), client=client, mixture=mixture, thresholds=thresholds,
+                       agent=agent_cfg, base_commit=base_commit, timeout=settings.timeout,
+                       exclude_tests=exclude_tests, backend=backend, options=options,
+                       validator=(ValidatorSpec(settings, backend, options or SandboxOptions()) if ex.portable
+                                  else validator) if validate else None)
+    args = []
+    for i in indices:
         d = out / f"llm-s{seed}-{i:03d}"
         rng = random.Random(f"{seed}-{i}")
         strategy = choose_strategy(mixture, rng)
         reused = _finished(d)
-        if not reused:
-            if d.exists():
-                _set_aside(d)
-            with open_sandbox(source, backend, options) as sb:
-                result = run_llm_injection(sb, client, out_dir=d, strategy=strategy, mixture=mixture,
-                                           thresholds=thresholds, seed=rng.randrange(2**31), config=agent_cfg,
-                                           source=source, base_commit=base_commit, test_timeout=settings.timeout,
-                                           exclude_tests=exclude_tests)
-            status, error = result.exit_status, result.error
-        else:
-            traj = read_json(d / TRAJECTORY) if (d / TRAJECTORY).is_file() else {}
-            status, error = traj.get("exit_status", "submitted"), traj.get("error")
+        if not reused and d.exists():
+            _set_aside(d)
+        ref = ex.artifact_ref(d) if reused else ArtifactRef(str(d), {} if ex.portable else None)
+        args.append((env, ref, strategy, rng.randrange(2**31), reused))
+
+    def done(k: int, out_: tuple[str, str | None, dict[str, bytes] | None]) -> None:
+        status, error, files = out_
+        d = Path(args[k][1].origin)
+        if files is not None:
+            write_tree(d, files, last=(METADATA, VALIDATION))
+        strategy, reused = args[k][2], args[k][4]
         valid = None
         art_id = None
         if (d / METADATA).is_file():
@@ -136,30 +151,24 @@ def inject_llm(
             strategy = art.metadata.strategy
             art_id = art.id
             if validate:
-                old = art.validation
-                if old is None:
-                    report = validator.validate(art, source)
-                    write_report(art, report)
-                    valid = report.valid
-                else:
-                    valid = bool(old.get("valid"))
+                valid = bool((art.validation or {}).get("valid"))
         record = {"id": art_id, "path": str(d), "strategy": strategy, "exit_status": status, "error": error,
                   "valid": valid, "reused": reused}
-        with lock:
-            st = stats.setdefault(strategy, LLMStats())
-            st.tried += 1
-            st.kept += art_id is not None
-            st.valid += bool(valid)
-            key = "valid" if valid else ("invalid" if art_id else status)
-            st.statuses[key] = st.statuses.get(key, 0) + 1
+        st = stats.setdefault(strategy, LLMStats())
+        st.tried += 1
+        st.kept += art_id is not None
+        st.valid += bool(valid)
+        key = "valid" if valid else ("invalid" if art_id else status)
+        st.statuses[key] = st.statuses.get(key, 0) + 1
         if on_done:
             on_done(record)
-        return record
+        records[k] = record
 
-    workers = max(1, min(jobs, n))
-    if workers == 1:
-        records = [one(i) for i in range(n)]
-    else:
-        with ThreadPoolExecutor(workers) as pool:
-            records = list(pool.map(one, range(n)))
+    records: dict[int, dict[str, Any]] = {}
+    try:
+        run_units(ex, llm_injection_unit, args, done)
+    finally:
+        if executor is None:
+            ex.close()
+    records = [records[k] for k in range(len(args))]  # type: ignore[assignment]
     return records, {k: v.to_dict() for k, v in sorted(stats.items())}

@@ -27,7 +27,7 @@ import random
 import shutil
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -38,6 +38,7 @@ from .. import patch as patches
 from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata, create_artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
+from ..executor import Executor, LocalExecutor, Shard
 from ..fsutil import atomic_write_json
 from ..sandbox import Sandbox, SandboxOptions, open_sandbox
 from ..source import RepoSource
@@ -366,6 +367,7 @@ class _Stream:
     exhausted: bool = False
     results: dict[int, Outcome] = field(default_factory=dict)
     kept: list[Outcome] = field(default_factory=list)
+    shard: Shard | None = None  # evaluate only the candidates of this shard (by stream index)
 
     def valid_count(self) -> int:
         return sum(1 for o in self.results.values() if o.valid)
@@ -377,6 +379,8 @@ class _Stream:
     def next(self) -> Candidate | None:
         try:
             cand = next(self.it)  # type: ignore[arg-type]
+            while self.shard is not None and not self.shard.owns_index(cand.index):
+                cand = next(self.it)  # type: ignore[arg-type]
         except StopIteration:
             self.exhausted = True
             return None
@@ -575,7 +579,7 @@ class _Engine:
                        fail_to_pass=list(report.fail_to_pass), runs=runs)
 
     # -- scheduling ----------------------------------------------------------------------------------
-    def run_streams(self, streams: list[_Stream], pool: ThreadPoolExecutor, jobs: int) -> None:
+    def run_streams(self, streams: list[_Stream], pool: Executor, jobs: int) -> None:
         """Evaluate candidates until every stream has its quota of valid ones or runs dry."""
         inflight: dict[Future, _Stream] = {}
         rr = 0
@@ -744,18 +748,21 @@ class Session:
         return self.engine.evaluate(cand)
 
     def run(self, n: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
-            max_tries: int | None = None) -> tuple[list[InjectedArtifact], dict[str, StrategyStats]]:
+            max_tries: int | None = None, shard: Shard | None = None,
+            ) -> tuple[list[InjectedArtifact], dict[str, StrategyStats]]:
+        """`n` valid artifacts; with `shard` K/N, only from the candidates of that shard (stream index
+        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n)."""
         strategies = parse_strategies(strategies)
         quotas = _quotas(n, strategies)
 
         def cap(q: int) -> int:
             return max_tries if max_tries is not None else 20 * q + 20
 
-        streams = {s: _Stream(s, quotas[s], self.stream(s) if s != COMBINE else None, cap(quotas[s]))
+        streams = {s: _Stream(s, quotas[s], self.stream(s) if s != COMBINE else None, cap(quotas[s]), shard=shard)
                    for s in strategies}
         base_streams = [streams[s] for s in strategies if s != COMBINE]
         self.emit(Event("phase", f"injecting {n} bug(s): {', '.join(f'{s} {quotas[s]}' for s in strategies)}"))
-        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ssrkit-inject") as pool:
+        with LocalExecutor(jobs) as pool:
             _settle(self.engine, base_streams, pool, jobs)
             comb = streams.get(COMBINE)
             if comb is not None and comb.quota > 0:
@@ -797,6 +804,7 @@ def inject(
     cache: bool = True,
     on_event: Callable[[Event], None] | None = None,
     sandbox_factory: Callable[[RepoSource], Sandbox] | None = None,
+    shard: Shard | None = None,
 ) -> InjectResult:
     """Inject `n` valid bugs into a repository; write each as `out/<id>/` with its validation.json.
 
@@ -814,7 +822,7 @@ def inject(
     with Session(repo, out, seed=seed, config=config, settings=settings, backend=backend, options=options,
                  cache=cache, on_event=on_event, sandbox_factory=sandbox_factory) as session:
         session.setup(history=HISTORY in strategies)
-        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries)
+        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard)
         try:
             session.config.write(session.out / "inject-config.toml")
         except OSError:
@@ -834,7 +842,7 @@ def _redistribute(streams: list[_Stream], deficit: int) -> bool:
     return True
 
 
-def _settle(engine: _Engine, streams: list[_Stream], pool: ThreadPoolExecutor, jobs: int) -> None:
+def _settle(engine: _Engine, streams: list[_Stream], pool: Executor, jobs: int) -> None:
     """Run streams to their quotas; pass the share of a stream that runs dry on; drop duplicate bugs."""
     while True:
         engine.run_streams(streams, pool, jobs)

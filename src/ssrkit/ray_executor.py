@@ -1,0 +1,164 @@
+"""`--executor ray`: one Ray task per unit, on whichever node has a free sandbox slot (docs/cluster.md).
+
+Each node offers `ssrkit_sandbox` slots (`ray start --resources '{"ssrkit_sandbox": 8}'`); every task asks
+for one, so a node never runs more sandboxes than it was sized for. Tasks lost with their node are
+retried on another (`max_retries`); a driver's Ctrl-C cancels the outstanding ones (the cancelled task's
+sandbox context managers close its sandboxes). A local repository is packed once per run into the object
+store; each node unpacks it once into its cache, keyed by the tarball's hash (`executor.unpacked_repo`).
+
+Needs the optional extra: ``pip install 'ssrkit[ray]'``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from concurrent.futures import Future, InvalidStateError
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from .errors import SsrkitError
+from .executor import ArtifactRef, Executor, SourceRef, pack_tree
+from .source import RepoSource
+
+#: the custom resource that counts sandbox slots on a node
+SLOT_RESOURCE = "ssrkit_sandbox"
+#: how often a task lost with its node (or its worker process) is run again elsewhere
+MAX_RETRIES = 4
+T = TypeVar("T")
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise SsrkitError("--executor ray needs the ray extra: pip install 'ssrkit[ray]' "
+                          "(or run without --executor ray, on this machine)") from None
+    return ray
+
+
+def _run_unit(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """What each Ray task runs: the unit, and the node it ran on (for `nodes_used`)."""
+    import ray
+
+    return ray.get_runtime_context().get_node_id(), fn(*args)
+
+
+class RayExecutor(Executor):
+    """Units as Ray tasks. `address` (else $RAY_ADDRESS) names a running cluster; without either, a
+    one-node Ray is started here with `slots` sandbox slots, and shut down on `close()`."""
+
+    name = "ray"
+    portable = True
+
+    def __init__(self, slots: int = 1, *, address: str | None = None):
+        super().__init__(slots)
+        ray = _import_ray()
+        self._ray = ray
+        self._owned = False
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if not ray.is_initialized():
+            try:
+                if address:
+                    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+                else:
+                    ray.init(num_cpus=max(1, slots), resources={SLOT_RESOURCE: float(slots)},
+                             include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+                    self._owned = True
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise SsrkitError(f"could not reach the Ray cluster at {address or 'a new local one'}: {e}; "
+                                  "start it with `ray start --head` (docs/cluster.md) or check --ray-address") \
+                    from None
+        total = ray.cluster_resources().get(SLOT_RESOURCE, 0)
+        if total < 1:
+            raise SsrkitError(f"the Ray cluster offers no {SLOT_RESOURCE!r} slots; start each node with "
+                              f"ray start ... --resources '{{\"{SLOT_RESOURCE}\": N}}' (N sandboxes it may run)")
+        # every slot of the cluster may be busy at once; --jobs caps it below that
+        self.slots = int(total) if slots <= 1 else min(slots, int(total))
+        self._task = ray.remote(_run_unit).options(
+            num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=MAX_RETRIES, retry_exceptions=False,
+            scheduling_strategy="SPREAD")
+        self._refs: list[Any] = []
+        self._lock = threading.Lock()
+        self._sources: dict[RepoSource, SourceRef] = {}
+        self.nodes_used: Counter[str] = Counter()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> "Future[T]":
+        ref = self._task.remote(fn, *args)
+        with self._lock:
+            self._refs.append(ref)
+        out: Future = Future()
+
+        def done(f: Future) -> None:
+            try:
+                node, result = f.result()
+            except BaseException as e:  # noqa: BLE001 - handed on to the reader of `out`
+                _settle(out, exception=_unwrap(self._ray, e))
+                return
+            with self._lock:
+                self.nodes_used[node] += 1
+            _settle(out, result=result)
+
+        ref.future().add_done_callback(done)
+        return out
+
+    def cancel(self) -> None:
+        with self._lock:
+            refs, self._refs = self._refs, []
+        for ref in refs:
+            try:
+                self._ray.cancel(ref, force=False, recursive=True)
+            except Exception:  # noqa: BLE001 - already finished or gone with its node
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._refs = []
+        if self._owned and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._owned = False
+
+    # inputs travel as data -------------------------------------------------------------------------
+    def artifact_ref(self, path: Path, skip: tuple[str, ...] = ()) -> ArtifactRef:
+        return ArtifactRef.pack(path, skip)
+
+    def source_ref(self, source: RepoSource) -> SourceRef:
+        """Images as they are; a local repository packed once (per run) into the object store."""
+        if source.kind != "local":
+            return SourceRef(source)
+        with self._lock:
+            ref = self._sources.get(source)
+        if ref is None:
+            data, digest = pack_tree(source.path or "")
+            ref = SourceRef(source, digest, self._ray.put(data))
+            with self._lock:
+                ref = self._sources.setdefault(source, ref)
+        return ref
+
+
+def _settle(fut: Future, *, result: Any = None, exception: BaseException | None = None) -> None:
+    """Hand a task's outcome to its future, unless the driver cancelled that future meanwhile."""
+    try:
+        if exception is not None:
+            fut.set_exception(exception)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:
+        pass
+
+
+def _unwrap(ray: Any, e: BaseException) -> BaseException:
+    """A unit's own error as itself (an SsrkitError stays one); a lost cluster as an actionable error."""
+    if isinstance(e, ray.exceptions.RayTaskError):
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, BaseException):
+            return cause
+    if isinstance(e, ray.exceptions.TaskCancelledError):
+        return KeyboardInterrupt()
+    if isinstance(e, (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                      ray.exceptions.ObjectLostError)):
+        return SsrkitError(f"a unit was lost {MAX_RETRIES + 1} times with its Ray worker or node "
+                           f"({type(e).__name__}); check the cluster's nodes (ray status) and re-run: "
+                           "finished units are kept")
+    return e

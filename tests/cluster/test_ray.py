@@ -1,0 +1,178 @@
+"""`--executor ray` on a real 3-node Ray cluster (one machine): the same verdicts and files as the local
+executor, units on more than one node, nothing lost when a worker node is killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ssrkit.executor import LocalExecutor
+from ssrkit.validate import Settings, Validator, validate_all
+
+from clusterlib import sample_items, verdict
+from helpers.raycluster import node_args
+
+pytest.importorskip("ray")
+
+from ssrkit.ray_executor import RayExecutor  # noqa: E402
+
+
+def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_repos, tmp_path):
+    local_items = sample_items(example_repos, tmp_path / "local")
+    ray_items = sample_items(example_repos, tmp_path / "ray")
+    with LocalExecutor(2) as ex:
+        local = validate_all(local_items, Validator(Settings(jobs=2)), executor=ex)
+    with RayExecutor(3) as ex:
+        remote = validate_all(ray_items, Validator(Settings(jobs=2)), executor=ex)
+        used = dict(ex.nodes_used)
+    assert [verdict(r) for r in remote] == [verdict(r) for r in local]
+    assert len(used) > 1, used
+    # the driver wrote the files, naming the driver's paths (not a node's scratch copy)
+    for (art, source), r in zip(ray_items, remote):
+        saved = json.loads((art.path / "validation.json").read_text())
+        assert saved["artifact"] == str(art.path) and r["artifact"] == str(art.path)
+        assert saved["source"] == source.to_dict()
+        assert "ssrkit-unit-" not in json.dumps(saved)
+        for run in saved["runs"].values():
+            assert (art.path / run["log"]).is_file()
+    # a re-run reuses every up-to-date validation.json: no unit is sent
+    with RayExecutor(3) as ex:
+        again = validate_all(ray_items, Validator(Settings(jobs=2)), executor=ex)
+        assert sum(ex.nodes_used.values()) == 0
+    assert [verdict(r) for r in again] == [verdict(r) for r in remote]
+
+
+def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_path):
+    from ssrkit.solve import Engine, SolveOptions, make_solver
+
+    names = ["textkit/valid-slug-truncate-off-by-one", "ledger/valid-journal-as-of-boundary"]
+    out = {}
+    for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
+        items = sample_items(example_repos, tmp_path / label, names)
+        validate_all(items, Validator(Settings(jobs=2)))
+        with ex:
+            engine = Engine(SolveOptions(jobs=2))
+            records = engine.solve(items, make_solver("repair"), attempts=2, executor=ex)
+            regraded = engine.regrade(items, executor=ex)  # the saved fixes, graded again where they run
+        assert sorted((r["attempt"], r["passed"]) for r in regraded) == sorted((r["attempt"], r["passed"]) for r in records)
+        assert all(r["solver_info"].get("regraded") for r in regraded)
+        out[label] = (items, records)
+    (l_items, local), (r_items, remote) = out["local"], out["ray"]
+    key = lambda r: (Path(r["artifact"]).name, r["attempt"], r["passed"], r["reason"], r["tests"])  # noqa: E731
+    assert sorted(map(key, remote)) == sorted(map(key, local))
+    for (la, _), (ra, _) in zip(l_items, r_items):
+        for d in la.attempt_dirs():
+            rd = ra.path / "attempts" / d.name
+            assert (rd / "fix.diff").read_text() == (d / "fix.diff").read_text()
+            rec = json.loads((rd / "eval.json").read_text())
+            assert rec["artifact"] == str(ra.path) and rec["passed"] == json.loads((d / "eval.json").read_text())["passed"]
+            assert (rd / "test_output.log").is_file()
+
+
+def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
+    from ssrkit.grade import GradeSettings
+    from ssrkit.higher_order import make_all
+    from ssrkit.sandbox import SandboxOptions
+    from ssrkit.solve import Engine, SolveOptions, make_solver
+
+    names = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-amortization-partial-weaken"]
+    made = {}
+    for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
+        items = sample_items(example_repos, tmp_path / label, names)
+        validate_all(items, Validator(Settings(jobs=2)))
+        Engine(SolveOptions(jobs=2)).solve(items, make_solver("repair", partial=True), attempts=2)
+        with ex:
+            outcomes = make_all(items, tmp_path / label / "higher", settings=GradeSettings(), executor=ex,
+                                sandbox=("auto", SandboxOptions()))
+        made[label] = sorted((Path(o.parent).name, o.attempt, o.status, o.id) for o in outcomes)
+    assert made["ray"] == made["local"]
+    ids = [i for *_, i in made["ray"] if i]
+    for i in ids:
+        assert (tmp_path / "ray" / "higher" / i / "bug_inject.diff").read_text() == \
+               (tmp_path / "local" / "higher" / i / "bug_inject.diff").read_text()
+
+
+def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tmp_path):
+    cluster, workers = ray_cluster
+    local = validate_all(sample_items(example_repos, tmp_path / "local"), Validator(Settings(jobs=2)))
+    items = sample_items(example_repos, tmp_path / "ray")
+    done: list[int] = []
+    killed = threading.Event()
+
+    def kill_when_running():
+        while not done and not killed.is_set():
+            time.sleep(0.1)
+        cluster.remove_node(workers[-1], allow_graceful=False)  # a worker node dies with units on it
+        killed.set()
+
+    with RayExecutor(3) as ex:
+        t = threading.Thread(target=kill_when_running, daemon=True)
+        t.start()
+        remote = validate_all(items, Validator(Settings(jobs=2)), executor=ex,
+                              on_done=lambda a, r, reused: done.append(1))
+        t.join(60)
+    assert killed.is_set()
+    assert [verdict(r) for r in remote] == [verdict(r) for r in local]
+    for art, _ in items:
+        assert (art.path / "validation.json").is_file()
+    workers[-1] = cluster.add_node(**node_args())  # for whichever test comes next
+
+
+def _ray_worker_pids() -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                cmd = (p / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ray::"):
+                pids.append(int(p.name))
+    return pids
+
+
+def _sandboxes_of(pids: list[int]) -> list[Path]:
+    """The sandbox directories the local backend made for these processes (`<tmp>/ssrkit-PID-*/sb-*`)."""
+    out: list[Path] = []
+    for root in (Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))):
+        for pid in pids:
+            for d in root.glob(f"ssrkit-{pid}-*"):
+                out.extend(d.glob("sb-*"))
+    return out
+
+
+def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_path):
+    import ray
+
+    from ssrkit.ray_executor import SLOT_RESOURCE
+
+    cluster, _ = ray_cluster
+    items = sample_items(example_repos, tmp_path, record_repo=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "RAY_ADDRESS": cluster.address}
+    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path), "--executor", "ray",
+                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not _sandboxes_of(_ray_worker_pids()):
+        time.sleep(0.05)  # wait until units run, with their sandboxes open
+    assert _sandboxes_of(_ray_worker_pids()), "no unit started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    total = ray.cluster_resources()[SLOT_RESOURCE]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # every slot free again: no task of the run is left
+        if ray.available_resources().get(SLOT_RESOURCE, 0) == total and not _sandboxes_of(_ray_worker_pids()):
+            break
+        time.sleep(0.2)
+    assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
+    assert _sandboxes_of(_ray_worker_pids()) == []
+    assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted

@@ -1,0 +1,124 @@
+"""`--shard K/N`: N shards of validate, solve and higher-order together equal the unsharded run; procedural
+inject shards evaluate disjoint candidates; usage errors and a missing ray extra are clear (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ssrkit.errors import SsrkitError
+from ssrkit.executor import Shard
+
+from clusterlib import SAMPLE, sample_items, verdict
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "200",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "ssrkit", *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+
+
+def by_name(records: list[dict], key: str = "artifact") -> dict[str, dict]:
+    return {Path(r[key]).name + ("/" + r["attempt"] if "attempt" in r else ""): r for r in records}
+
+
+def test_shards_partition_and_share():
+    ids = [f"{i:012x}" for i in range(300)]
+    shards = [Shard.parse(f"{k}/3") for k in (1, 2, 3)]
+    parts = [{i for i in ids if s.owns(i)} for s in shards]
+    assert set().union(*parts) == set(ids) and sum(map(len, parts)) == len(ids)
+    assert all(len(p) > 50 for p in parts)  # a hash, not a range: every shard gets some
+    assert sum(s.share(10) for s in shards) == 10 and [s.share(10) for s in shards] == [4, 3, 3]
+    assert [i for i in range(9) if shards[1].owns_index(i)] == [1, 4, 7]
+    for bad in ("0/3", "4/3", "3", "a/b", "1/0"):
+        with pytest.raises(SsrkitError, match="--shard"):
+            Shard.parse(bad)
+
+
+def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos, tmp_path):
+    runs = {}
+    for label in ("whole", "sharded"):
+        items = sample_items(example_repos, tmp_path / label, record_repo=True)
+        root = tmp_path / label
+        shards = [None] if label == "whole" else ["1/3", "2/3", "3/3"]
+        validated, solved, higher = [], [], []
+        for s in shards:
+            extra = ["--shard", s] if s else []
+            res = cli("validate", str(root), "--jobs", "2", "--json", *extra)
+            assert res.returncode in (0, 1), res.stderr
+            validated += json.loads(res.stdout)
+        for s in shards:
+            extra = ["--shard", s] if s else []
+            res = cli("solve", str(root), "--solver", "repair", "--partial", "-n", "2", "--jobs", "2", "--json", *extra)
+            assert res.returncode == 0, res.stderr
+            solved += json.loads(res.stdout)
+        for s in shards:
+            extra = ["--shard", s] if s else []
+            res = cli("higher-order", str(root), "--out", str(tmp_path / f"{label}-higher"), "--json", *extra)
+            assert res.returncode == 0, res.stderr
+            higher += json.loads(res.stdout)
+        runs[label] = (validated, solved, higher, items)
+    whole, sharded = runs["whole"], runs["sharded"]
+    assert len(whole[0]) == len(SAMPLE) == len(sharded[0])
+    w, s = by_name(whole[0]), by_name(sharded[0])
+    assert sorted(w) == sorted(s) and all(verdict(w[k]) == verdict(s[k]) for k in w)
+    w, s = by_name(whole[1]), by_name(sharded[1])
+    assert sorted(w) == sorted(s) and len(w) >= 4
+    assert all((w[k]["passed"], w[k]["reason"]) == (s[k]["passed"], s[k]["reason"]) for k in w)
+    key = lambda r: (Path(r["parent"]).name, r["attempt"], r["status"], r.get("id"), r.get("valid"))  # noqa: E731
+    assert sorted(map(key, whole[2])) == sorted(map(key, sharded[2]))
+    made = sorted(p.name for p in (tmp_path / "whole-higher").iterdir() if not p.name.startswith("."))
+    assert made == sorted(p.name for p in (tmp_path / "sharded-higher").iterdir() if not p.name.startswith("."))
+
+
+def test_usage_errors_exit_2(example_repos, tmp_path):
+    items = sample_items(example_repos, tmp_path, SAMPLE[:1], record_repo=True)
+    res = cli("validate", str(items[0][0].path), "--shard", "4/3")
+    assert res.returncode == 2 and "K must be between 1 and N" in res.stderr
+    res = cli("higher-order", str(items[0][0].path), "--out", str(tmp_path / "h"), "--max", "1", "--shard", "1/2")
+    assert res.returncode == 2 and "drop --shard or --max" in res.stderr
+    res = cli("validate", str(items[0][0].path), "--executor", "dask")
+    assert res.returncode == 2 and "unknown executor 'dask'" in res.stderr
+    (tmp_path / "ssrkit.toml").write_text('[run]\nexecutor = "dask"\n')  # the config's default executor
+    res = cli("validate", str(items[0][0].path), "--config", str(tmp_path / "ssrkit.toml"))
+    assert res.returncode == 2 and "unknown executor 'dask'" in res.stderr
+    res = cli("inject", str(example_repos["textkit"]), "--out", str(tmp_path / "o"), "--executor", "ray")
+    assert res.returncode == 2 and "--shard K/N" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_executor_ray_without_the_extra_names_it(example_repos, tmp_path):
+    fake = tmp_path / "noray" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    items = sample_items(example_repos, tmp_path, SAMPLE[:1], record_repo=True)
+    res = cli("validate", str(items[0][0].path), "--executor", "ray",
+              env={"PYTHONPATH": f"{tmp_path / 'noray'}{os.pathsep}{SRC}"})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "ssrkit[ray]" in res.stderr and "Traceback" not in res.stderr
+    assert not (items[0][0].path / "validation.json").exists()
+
+
+def test_procedural_inject_shards_take_disjoint_candidates(example_repos, tmp_path):
+    found: dict[str, int] = {}
+    for k in (1, 2, 3):
+        out = tmp_path / f"shard-{k}"
+        res = cli("inject", str(example_repos["textkit"]), "--out", str(out), "--n", "3", "--strategy", "expression",
+                  "--seed", "3", "--shard", f"{k}/3", "--json")
+        assert res.returncode == 0, res.stderr
+        arts = json.loads(res.stdout)
+        assert len(arts) == 1  # its share of --n 3
+        for a in arts:
+            meta = (Path(a["path"]) / "artifact.toml").read_text()
+            index = int(next(line for line in meta.splitlines() if line.startswith("candidate")).split("=")[1])
+            assert index % 3 == k - 1
+            assert json.loads((Path(a["path"]) / "validation.json").read_text())["valid"]
+            assert a["id"] not in found
+            found[a["id"]] = k
