@@ -437,7 +437,7 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     try:
         fix_files = patches.touched_files(fix_diff, FIX_LABEL)
     except PatchError as e:
-        return Grade(False, f"the fix is not a valid diff: {e}", seconds=time.monotonic() - started)
+        return Grade(False, f"the fix does not apply (not a diff git reads): {e}", seconds=time.monotonic() - started)
     try:
         prepared = prepare(sandbox, artifact, fix_diff, settings)
     except PatchError as e:

@@ -134,7 +134,8 @@ def _git_paths(diff: str, label: str) -> list[str]:
     proc = subprocess.run(["git", "apply", "--numstat", "-z", "-"], input=data.encode("utf-8", "surrogateescape"),
                           capture_output=True, cwd="/", env={**os.environ, "GIT_DIR": "/nonexistent-ssrkit"})
     if proc.returncode != 0:
-        raise PatchError(explain_apply_error(proc.stderr.decode("utf-8", "replace"), label))
+        msg = " ".join(proc.stderr.decode("utf-8", "replace").split())[:400]
+        raise PatchError(f"{label} is not a diff git can read: {msg or 'git apply --numstat failed'}")
     out = []
     fields = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
     for f in fields:
