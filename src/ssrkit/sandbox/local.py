@@ -326,6 +326,7 @@ class LocalSandbox(Sandbox):
         self._closed = False
         self._token = uuid.uuid4().hex
         self._stdin_n = 0
+        self._ran = False
         self._snapshots: dict[str, Tree] = {}
         self._owned: list[Tree] = []
         self._clean_tree = None
@@ -431,7 +432,18 @@ class LocalSandbox(Sandbox):
             if self._clean_tree is not tree:
                 self.ws.reset(tree)
             self._clean_tree = tree
+            self._fresh_private_dirs()
             self._gc()
+
+    def _fresh_private_dirs(self) -> None:
+        """Empty HOME and /tmp after any command ran: every reset starts a run with nothing left by the last."""
+        if not self._ran:
+            return
+        for sub in ("home", "tmp"):
+            d = os.path.join(self.dir, sub)
+            force_rmtree(d)
+            os.mkdir(d, 0o700)
+        self._ran = False
 
     def _gc(self) -> None:
         live = {id(t) for t in self._snapshots.values()}
@@ -519,6 +531,7 @@ class LocalSandbox(Sandbox):
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean_tree = None
+        self._ran = True
         full_env = self._env(env)
         in_cwd = self._resolve_cwd(cwd)
         if self.isolated:
