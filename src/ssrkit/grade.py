@@ -13,6 +13,10 @@ Then, before the tests run:
   standard-library module or of the test runner's own packages is deleted: `python -m pytest` puts the
   repository root first on `sys.path`, so a new `argparse.py` there would run before any test.
 
+The graded state's git history is one fresh commit of original + bug + weaken, as the solver saw it (the
+original commit, which `git show` would print the answer from, is gone), and the grading sandboxes hide
+the artifact directory (`bug_inject.diff` reversed is the answer) like the solver's.
+
 Ancestors of a restored path that the fix turned into symlinks or files are removed first, so a restore
 never writes through a link.
 
@@ -299,6 +303,8 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
         sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
     except PatchError as e:
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
+    # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
+    sandbox.fresh_history(message="Initial commit")
     sandbox.apply_patch(fix_diff, label=FIX_LABEL)
     fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
     todo = paths + [p for p in shadows if p not in paths]

@@ -353,7 +353,8 @@ class Engine:
     def grade_fix(self, artifact: Artifact, source: RepoSource, fix_diff: str,
                   expect: Expectations | None = None):
         expect = expect or load_expectations(artifact)
-        with self.open(source) as work, self.open(source) as clean:
+        hide = self.hidden_paths([artifact])  # the fix's code must not read the answer in the artifact
+        with self.open(source, hide=hide) as work, self.open(source, hide=hide) as clean:
             return grade(work, artifact, fix_diff, clean=clean, settings=self.options.grade, expect=expect)
 
     def _write_graded(self, artifact: Artifact, name: str, fix_diff: str, *, solver: str,

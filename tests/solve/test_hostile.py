@@ -146,3 +146,59 @@ def test_home_and_tmp_are_fresh_after_every_reset(engine, calc_artifact):
         sb.reset()
         res = sb.run('ls -A "$HOME" "${TMPDIR:-/tmp}" | grep -c mark', timeout=30)
         assert res.output.strip() == "0", res.output
+
+
+# -- the answer is not readable while grading ------------------------------------------------------------
+
+# at import of the package: find the original code in git history and put it in place before ops is imported
+GIT_SHOW_ORIGINAL = textwrap.dedent('''
+    import os, subprocess
+    _here = os.path.dirname(os.path.abspath(__file__))
+    for _rev in ("HEAD", "HEAD~1", "HEAD~2", "ORIG_HEAD"):
+        _out = subprocess.run(["git", "show", _rev + ":src/calc/ops.py"], capture_output=True, text=True,
+                              cwd=_here).stdout
+        if "return hi" in _out:
+            open(os.path.join(_here, "ops.py"), "w").write(_out)
+            break
+''')
+
+
+def _reverse_artifact_bug(path: str) -> str:
+    return textwrap.dedent(f'''
+        import os, subprocess
+        _root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        if os.path.exists({path!r}):
+            subprocess.run(["git", "apply", "-R", {path!r}], cwd=_root, capture_output=True)
+    ''')
+
+
+def test_original_history_is_not_in_the_grading_sandbox(engine, calc_artifact):
+    rec, _ = attempt(engine, calc_artifact, {"src/calc/__init__.py": GIT_SHOW_ORIGINAL})
+    assert not rec["passed"] and "FAIL_TO_PASS" in rec["reason"], rec["reason"]
+
+
+@pytest.fixture
+def artifact_in_home(calc_artifact):
+    """A copy of the artifact in the user's HOME (not under /tmp, which is private in a sandbox anyway)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from ssrkit.artifact import Artifact
+
+    base = Path(tempfile.mkdtemp(prefix="ssrkit-hostile-", dir=Path.home()))
+    try:
+        shutil.copytree(calc_artifact.path, base / "calc-bug")
+        yield Artifact(base / "calc-bug")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_artifact_is_not_readable_while_grading(engine, artifact_in_home):
+    from ssrkit.sandbox.local import isolation_available
+
+    if isolation_available():
+        pytest.skip(f"needs bubblewrap (without it nothing is hidden, documented): {isolation_available()}")
+    art = artifact_in_home
+    rec, _ = attempt(engine, art, {"src/calc/__init__.py": _reverse_artifact_bug(str(art.path / "bug_inject.diff"))})
+    assert not rec["passed"] and "FAIL_TO_PASS" in rec["reason"], rec["reason"]
