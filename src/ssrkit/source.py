@@ -51,12 +51,27 @@ class RepoSource:
             p = Path(raw).expanduser()
             if not p.is_absolute() and relative_to is not None:
                 p = relative_to / p
-            return cls(kind="local", path=str(p.resolve()))
+            p = p.resolve()
+            if p.is_dir():
+                require_git_toplevel(p)  # before anything is copied: `/` or a home directory is refused
+            return cls(kind="local", path=str(p))
         if kind == "image":
             if not data.get("image"):
                 raise SsrkitError("artifact.toml: [repo] has kind 'image' but no 'image'")
             return cls(kind="image", image=data["image"], workdir=data.get("workdir", "/testbed"))
         raise SsrkitError(f"artifact.toml: unknown repo kind {kind!r} (expected 'local' or 'image')")
+
+
+def require_git_toplevel(path: Path) -> None:
+    """SsrkitError unless `path` is the top directory of a git work tree (what artifact.toml may name)."""
+    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                          errors="replace")
+    top = proc.stdout.strip()
+    if proc.returncode != 0 or Path(top).resolve() != path:
+        where = f"; its repository is {top}" if proc.returncode == 0 and top else ""
+        raise SsrkitError(f"artifact.toml: [repo] path {path} is not the top of a git repository{where}; an "
+                          f"artifact's repository must be a git work tree (or an image) — fix artifact.toml "
+                          f"or pass --repo PATH")
 
 
 def git(path: str | Path, *args: str, check: bool = True) -> str:

@@ -202,3 +202,68 @@ def test_artifact_is_not_readable_while_grading(engine, artifact_in_home):
     art = artifact_in_home
     rec, _ = attempt(engine, art, {"src/calc/__init__.py": _reverse_artifact_bug(str(art.path / "bug_inject.diff"))})
     assert not rec["passed"] and "FAIL_TO_PASS" in rec["reason"], rec["reason"]
+
+
+# -- nothing outside the artifact is written or deleted ---------------------------------------------------
+
+def _outside(tmp_path):
+    victim = tmp_path / "victim"
+    (victim / "001").mkdir(parents=True)
+    (victim / "001" / "precious.txt").write_text("keep me\n")
+    (victim / "precious.txt").write_text("keep me\n")
+    return victim
+
+
+def _untouched(victim) -> bool:
+    files = sorted(str(p.relative_to(victim)) for p in victim.rglob("*"))
+    return files == ["001", "001/precious.txt", "precious.txt"] and \
+        (victim / "001" / "precious.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("link", ["attempts", "attempts/001"])
+def test_symlinked_attempts_are_refused(engine, calc_artifact, tmp_path, link):
+    from ssrkit.errors import SsrkitError
+    from ssrkit.solve import make_solver
+
+    victim = _outside(tmp_path)
+    target = victim if link == "attempts" else victim / "001"
+    if link == "attempts/001":
+        (calc_artifact.path / "attempts").mkdir(exist_ok=True)
+    (calc_artifact.path / link).symlink_to(target, target_is_directory=True)
+    with pytest.raises(SsrkitError, match="is a symlink"):
+        engine.solve([(calc_artifact, calc_artifact.metadata.repo)], make_solver("null"), attempts=1, redo=True)
+    assert _untouched(victim)
+    if link == "attempts":
+        with pytest.raises(SsrkitError, match="is a symlink"):
+            engine.add_external(calc_artifact, calc_artifact.metadata.repo, "")
+    else:  # a new attempt number, a real directory
+        rec = engine.add_external(calc_artifact, calc_artifact.metadata.repo, "")
+        assert rec["attempt"] == "002" and not (calc_artifact.path / "attempts" / "002").is_symlink()
+    assert _untouched(victim)
+
+
+def test_symlinked_logs_and_outputs_are_refused(calc_artifact, tmp_path):
+    from ssrkit.errors import SsrkitError
+    from ssrkit.validate import Report, write_report
+
+    victim = _outside(tmp_path)
+    (calc_artifact.path / "logs").rename(tmp_path / "old-logs") if (calc_artifact.path / "logs").exists() else None
+    (calc_artifact.path / "logs").symlink_to(victim, target_is_directory=True)
+    report = Report(artifact=str(calc_artifact.path), valid=False, checks=[], fail_to_pass=[], pass_to_pass=[],
+                    logs={"logs/precious.txt": "overwritten\n"})
+    with pytest.raises(SsrkitError, match="logs is a symlink"):
+        write_report(calc_artifact, report)
+    assert _untouched(victim)
+    (calc_artifact.path / "logs").unlink()
+    (calc_artifact.path / "reward.json").symlink_to(victim / "precious.txt")
+    with pytest.raises(SsrkitError, match="reward.json is a symlink"):
+        calc_artifact.write_json("reward.json", {})
+    assert _untouched(victim)
+
+
+def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_repo):
+    from ssrkit.patch import MAX_DIFF_BYTES
+
+    fix = calc.diff_of(calc_repo, {"data.txt": "x" * 80 + "\n" * 1 + ("y" * 99 + "\n") * (MAX_DIFF_BYTES // 100 + 10)})
+    g = engine.grade_fix(calc_artifact, calc_artifact.metadata.repo, fix)
+    assert not g.passed and "MiB limit" in g.reason, g.reason[:300]
