@@ -59,6 +59,7 @@ from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
 from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
+from .text import clip
 
 FIX_LABEL = "fix.diff"
 
@@ -573,11 +574,12 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     try:
         fix_files = patches.touched_files(fix_diff, FIX_LABEL)
     except PatchError as e:
-        return Grade(False, f"the fix does not apply (not a diff git reads): {e}", seconds=time.monotonic() - started)
+        return Grade(False, clip(f"the fix does not apply (not a diff git reads): {e}"),
+                     seconds=time.monotonic() - started)
     try:
         prepared = prepare(sandbox, artifact, fix_diff, settings)
     except PatchError as e:
-        return Grade(False, f"the fix does not apply: {e}", fix_files=fix_files,
+        return Grade(False, clip(f"the fix does not apply: {e}"), fix_files=fix_files,
                      seconds=time.monotonic() - started)
     run = execute(sandbox, clean, artifact, settings.timeout)
     passed, reason, details = judge(run, expect)
@@ -592,6 +594,8 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
         if forged:
             result.passed = False
             result.reason = f"tampering: {info['note']} (canary in {info['file']})"
+    result.reason = clip(result.reason)
+    result.parse_error = clip(result.parse_error) if result.parse_error else result.parse_error
     result.seconds = time.monotonic() - started
     return result
 

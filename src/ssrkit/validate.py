@@ -32,6 +32,7 @@ from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
 from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+from .text import clip
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
 
@@ -515,7 +516,7 @@ class Validator:
                     status, message = fn(ctx)
                 except PatchError as e:
                     status, message = FAIL, str(e)
-                results[name] = Check(name, status, message, time.monotonic() - t0)
+                results[name] = Check(name, status, clip(message), time.monotonic() - t0)
         finally:
             ctx.close()
         checks = [results[n] for n in CHECK_NAMES]
