@@ -95,6 +95,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
+    #: the thresholds used, and `isolation`: what the sandbox isolated while the artifact's code ran
+    settings: dict[str, Any] = field(default_factory=dict)
     content_id: str = ""
     settings_key: str = ""
     seconds: float = 0.0
@@ -210,11 +212,13 @@ class _Context:
         self.notes: list[str] = []
         self._stack = ExitStack()
         self._sandbox: Sandbox | None = None
+        self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
             self._sandbox = self._stack.enter_context(self.engine.open(self.source))
+            self.isolation = self._sandbox.isolation
         return self._sandbox
 
     def close(self) -> None:
@@ -531,6 +535,8 @@ class Validator:
             notes=ctx.notes,
             runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
             source=source.to_dict(),
+            settings={**{k: v for k, v in asdict(self.settings).items() if k not in ("jobs", "cache")},
+                      "isolation": ctx.isolation},
             content_id=artifact.content_id(),
             settings_key=self.settings.key(),
             seconds=time.monotonic() - started,

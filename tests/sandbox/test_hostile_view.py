@@ -125,3 +125,34 @@ def test_isolation_is_reported(opener, shared_repo):
         assert iso["mechanism"] in ("unshare", "none") and iso["network"] == "host"
         assert any("network" in x for x in iso["not_isolated"])
         assert any("filesystem" in x for x in iso["not_isolated"])
+
+
+def test_setsid_with_a_cleared_environment_does_not_survive(opener, shared_repo):
+    import subprocess
+    import time
+
+    marker = f"ssrkit-escape-{os.getpid()}-{opener.backend}"
+    sb = opener(shared_repo)
+    sb.run(f"setsid env -i /bin/sh -c 'exec -a {marker} sleep 300' >/dev/null 2>&1 < /dev/null & sleep 0.5; echo started",
+           timeout=30)
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    for pid in left:
+        os.kill(int(pid), 9)
+    assert not left, f"{marker} survived its command"
+
+
+def test_without_bubblewrap_the_warning_names_what_is_not_isolated(shared_repo, caplog):
+    from ssrkit.sandbox import local
+
+    local._warned.discard("nobwrap")
+    with caplog.at_level("WARNING", logger="ssrkit.sandbox"):
+        with local.LocalSandbox(shared_repo, isolation="none") as sb:
+            ps = sb.run("ls /proc | grep -c '^[0-9]'", timeout=30).output.strip()
+    text = caplog.text
+    assert "NOT isolated" in text and "network" in text and "filesystem" in text
+    if local.unshare_flags():  # own pid namespace: only the command's processes are there
+        assert int(ps) < 10, ps
+        assert "/proc of other processes" not in text
+    else:
+        assert "/proc of other processes" in text

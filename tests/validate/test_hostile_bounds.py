@@ -63,3 +63,11 @@ def test_rendering_long_messages_is_fast():
     out = _render(result)
     assert time.monotonic() - t0 < 5
     assert "characters cut by ssrkit" in out
+
+
+def test_isolation_in_force_is_reported(tmp_path, calc_repo):
+    art = make_artifact(tmp_path, calc_repo, PYTEST)
+    validate(art, calc_repo, cache=False)
+    iso = json.loads((art.path / "validation.json").read_text())["settings"]["isolation"]
+    assert iso["backend"] == "local" and iso["mechanism"] in ("bubblewrap", "unshare", "none")
+    assert "memory" in iso and "network" in iso and isinstance(iso["not_isolated"], list)

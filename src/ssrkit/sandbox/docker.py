@@ -518,6 +518,20 @@ class DockerSandbox(Sandbox):
                     time.sleep(0.2 * (attempt + 1))
         _cleanup.unregister(self)
 
+    @property
+    def isolation(self) -> dict[str, object]:
+        lim = self.limits
+        return {
+            "backend": "docker",
+            "mechanism": "container",
+            "filesystem": "the image only (no host path mounted); private HOME, /tmp emptied by every reset",
+            "network": "host" if lim.network else "none",
+            "processes": "container pid namespace; leftovers killed after every command",
+            "memory": f"container cgroup: {lim.memory_mb} MiB for the whole process tree",
+            "pids": f"container cgroup: {lim.pids}",
+            "not_isolated": ["network (enabled by Limits.network)"] if lim.network else [],
+        }
+
     def __repr__(self) -> str:
         name = getattr(self.container, "name", "?")
         return f"<DockerSandbox {self.image} container={name}>"
