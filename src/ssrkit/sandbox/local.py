@@ -14,23 +14,33 @@ Workspace
     is skipped.
 
 Isolation (bubblewrap, when `bwrap` is installed and works)
-    read-only view of the machine (`--ro-bind / /`), the workspace mounted read-write at the *original
-    repository path* (editable installs of the original import the workspace's code; absolute paths keep
-    working), a private /tmp per sandbox (PATH / VIRTUAL_ENV / PYTHONPATH entries under /tmp are mounted
-    back read-only), private HOME and scratch directories, fresh /dev and /proc, new user, network, pid
-    namespaces and session, all capabilities dropped, `--die-with-parent`. A command's processes all live in
-    its pid namespace: when the command exits or times out, the namespace and everything in it dies.
+    The view is built from an allow-list, read-only: the system's toolchain directories (`SYSTEM_ROOTS`:
+    /usr, /etc, /opt …) and the toolchain directories the environment names (`toolchain_dirs`: venvs,
+    conda, pyenv, editable installs, ssrkit's own interpreter); files under /etc that other users may not
+    read (/etc/shadow, private keys) are covered. Nothing else of the machine exists inside: no /run or
+    /var (so no host unix socket), no /home or /root (the invoking user's HOME), no other workspace. The
+    workspace is mounted read-write at the *original repository path* (editable installs of the original
+    import the workspace's code; absolute paths keep working), with private /tmp (= /var/tmp), HOME and
+    scratch directories; HOME and /tmp are emptied by every `reset`. Fresh /dev and /proc, new user,
+    network and pid namespaces and session, all capabilities dropped, `--die-with-parent`, the root
+    read-only. `SandboxOptions.hide` paths outside the view need nothing (they leave no trace in
+    /proc/self/mountinfo); inside it they are covered by an empty tmpfs or /dev/null. A command's processes
+    all live in its pid namespace: when the command exits or times out, everything in it dies.
 
     Without bubblewrap (or with `isolation="none"`), commands are plain subprocesses in their own session,
     at the workspace path (`root`), with the workspace root and its `src/` first on PYTHONPATH so an
-    editable install of the original does not shadow the workspace. One warning is logged.
+    editable install of the original does not shadow the workspace; in their own pid namespace and /proc
+    via `unshare` where that works (as root, or with user namespaces). One warning says exactly what is not
+    isolated (`not_isolated`).
 
 Limits
     rlimits set by a bash wrapper inside the sandbox: address space (`memory_mb`), processes (`pids`, set
     inside the user namespace so it counts only the sandbox's processes), file size, CPU seconds, no core
-    dumps. uid 0 is exempt from RLIMIT_NPROC, so as root a pids cgroup (`_cgroup.py`) caps the process
-    count when one can be created; the cgroup also lists every survivor to kill. Output is read from one
-    pipe while the command runs, bounded by `OutputCapture` (head + tail).
+    dumps. Where the machine allows, each sandbox also gets cgroups (`_cgroup.py`): pids (uid 0 is exempt
+    from RLIMIT_NPROC) and memory — `memory_mb` for the whole process tree, RAM-backed files it writes to
+    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Output is read
+    from one pipe while the command runs, bounded by `OutputCapture` (head + tail). `isolation` reports
+    what is in force.
 """
 
 from __future__ import annotations
