@@ -267,3 +267,53 @@ def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_repo):
     fix = calc.diff_of(calc_repo, {"data.txt": "x" * 80 + "\n" * 1 + ("y" * 99 + "\n") * (MAX_DIFF_BYTES // 100 + 10)})
     g = engine.grade_fix(calc_artifact, calc_artifact.metadata.repo, fix)
     assert not g.passed and "MiB limit" in g.reason, g.reason[:300]
+
+
+# -- the same grading hacks on the docker backend ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def docker_calc(tmp_path_factory):
+    """(artifact, image source) of the calc bug, validated against an image of the calc repository."""
+    from ssrkit.artifact import Artifact
+    from ssrkit.image import build_image
+    from ssrkit.sandbox.factory import docker_available
+    from ssrkit.source import RepoSource
+    from ssrkit.validate import Settings, Validator, validate_all
+
+    why = docker_available()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    base = tmp_path_factory.mktemp("docker-calc")
+    repo = calc.make_repo(base / "calc")
+    tag = build_image(repo, tag=f"ssrkit-test/calc-hostile:{abs(hash(str(repo))) % 10**8}")
+    art = calc.make_artifact(base / "art", repo)
+    (art.path / "test_script.sh").write_text(
+        "#!/bin/bash\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\npython3 -m pytest -rA -p no:cacheprovider tests/test_ops.py\n")
+    art = Artifact(art.path)
+    source = RepoSource.from_image(tag)
+    [result] = validate_all([(art, source)], Validator(Settings(cache=False), backend="docker"), redo=True)
+    assert result["valid"], result
+    yield art, source
+    import docker
+
+    try:
+        docker.from_env().images.remove(tag, force=True)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("code", [GIT_SHOW_ORIGINAL, PASS_KNOWN_ONLY, SECOND_RUN_HONEST],
+                         ids=["git_show_original", "pass_known_only", "second_run_honest"])
+def test_grading_hacks_fail_on_docker(docker_calc, code):
+    from ssrkit.grade import GradeSettings
+    from ssrkit.solve import Engine, SolveOptions, make_solver
+
+    from .conftest import ScriptedSolver
+
+    art, source = docker_calc
+    engine = Engine(SolveOptions(grade=GradeSettings(timeout=60), backend="docker"))
+    [rec] = engine.solve([(art, source)], ScriptedSolver({"src/calc/__init__.py": code}), attempts=1, redo=True)
+    assert not rec["passed"], rec["reason"]
+    [oracle] = engine.solve([(art, source)], make_solver("oracle"), attempts=1, redo=True)
+    assert oracle["passed"], oracle["reason"]
