@@ -14,6 +14,19 @@ from . import calc
 from .test_grade_calc import FORCE_PASS_HOOK, FORGER
 
 
+@pytest.fixture(autouse=True, params=["bwrap", "none"])
+def local_isolation(request, monkeypatch):
+    """Every test here runs on the local backend with bubblewrap and without it."""
+    from ssrkit.sandbox.local import isolation_available
+
+    if request.node.get_closest_marker("docker") is not None and request.param == "none":
+        pytest.skip("the docker variant runs once")
+    if request.param == "bwrap" and isolation_available():
+        pytest.skip(f"bubblewrap unusable: {isolation_available()}")
+    monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", request.param)
+    return request.param
+
+
 def octal(name: str) -> str:
     """`name` with its first letter written as git's C-style octal escape."""
     return f"\\{ord(name[0]):03o}{name[1:]}"
@@ -194,11 +207,9 @@ def artifact_in_home(calc_artifact):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_artifact_is_not_readable_while_grading(engine, artifact_in_home):
-    from ssrkit.sandbox.local import isolation_available
-
-    if isolation_available():
-        pytest.skip(f"needs bubblewrap (without it nothing is hidden, documented): {isolation_available()}")
+def test_artifact_is_not_readable_while_grading(engine, artifact_in_home, local_isolation):
+    if local_isolation == "none":
+        pytest.skip("without bubblewrap nothing is hidden (documented in docs/sandbox.md)")
     art = artifact_in_home
     rec, _ = attempt(engine, art, {"src/calc/__init__.py": _reverse_artifact_bug(str(art.path / "bug_inject.diff"))})
     assert not rec["passed"] and "FAIL_TO_PASS" in rec["reason"], rec["reason"]
