@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import signal
 import time
 
-from ._cleanup import pid_alive
+from ._cleanup import stale_names
 
 _counter = itertools.count()
 
@@ -243,14 +242,5 @@ def sweep_stale() -> None:
     """Remove cgroups left by ssrkit processes that no longer exist."""
     for controller in ("pids", "memory"):
         parent = parent_dir(controller)
-        if parent is None:
-            continue
-        try:
-            names = os.listdir(parent)
-        except OSError:
-            continue
-        for name in names:
-            m = re.fullmatch(r"ssrkit-(\d+)-\d+", name)
-            if not m or pid_alive(int(m.group(1))):
-                continue
+        for name in stale_names(parent, r"ssrkit-(\d+)-\d+") if parent else []:
             SandboxCgroup([os.path.join(parent, name)], [controller]).remove()

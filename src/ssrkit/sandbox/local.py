@@ -98,17 +98,11 @@ def _tmp_root() -> str:
 
 def _sweep_stale_dirs(root: str) -> None:
     """Remove temp roots of ssrkit processes that died without cleaning up (SIGKILL, power loss)."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return
-    for name in names:
-        m = re.fullmatch(r"ssrkit-(\d+)-[A-Za-z0-9_]+", name)
-        if m and int(m.group(1)) != os.getpid() and not _cleanup.pid_alive(int(m.group(1))):
-            try:
-                force_rmtree(os.path.join(root, name))
-            except OSError:
-                pass
+    for name in _cleanup.stale_names(root, r"ssrkit-(\d+)-[A-Za-z0-9_]+"):
+        try:
+            force_rmtree(os.path.join(root, name))
+        except OSError:
+            pass
 
 
 class _Session:
