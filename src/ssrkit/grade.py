@@ -572,6 +572,10 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     expect = expect or load_expectations(artifact)
     started = time.monotonic()
     try:
+        patches.check_size(fix_diff, FIX_LABEL)
+    except PatchError as e:
+        return Grade(False, f"the fix is too large: {e}", seconds=time.monotonic() - started)
+    try:
         fix_files = patches.touched_files(fix_diff, FIX_LABEL)
     except PatchError as e:
         return Grade(False, clip(f"the fix does not apply (not a diff git reads): {e}"),

@@ -277,7 +277,7 @@ def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_repo):
 
     fix = calc.diff_of(calc_repo, {"data.txt": "x" * 80 + "\n" * 1 + ("y" * 99 + "\n") * (MAX_DIFF_BYTES // 100 + 10)})
     g = engine.grade_fix(calc_artifact, calc_artifact.metadata.repo, fix)
-    assert not g.passed and "MiB limit" in g.reason, g.reason[:300]
+    assert not g.passed and g.reason.startswith("the fix is too large") and "MiB limit" in g.reason, g.reason[:300]
 
 
 # -- the same grading hacks on the docker backend ------------------------------------------------------
