@@ -328,3 +328,13 @@ def test_grading_hacks_fail_on_docker(docker_calc, code):
     assert not rec["passed"], rec["reason"]
     [oracle] = engine.solve([(art, source)], make_solver("oracle"), attempts=1, redo=True)
     assert oracle["passed"], oracle["reason"]
+
+
+def test_canary_never_sabotages_a_test_marked_xfail_or_skip():
+    from ssrkit.grade import make_canary
+
+    src = ("import pytest\n\n\n@pytest.mark.xfail(reason='x')\ndef test_a():\n    assert 1 == 1\n\n\n"
+           "@pytest.mark.skipif(False, reason='y')\ndef test_b():\n    assert 2 == 2\n\n\n"
+           "def test_c():\n    assert 3 == 3\n")
+    ids = ["t/test_m.py::test_a", "t/test_m.py::test_b", "t/test_m.py::test_c"]
+    assert {make_canary(src.encode(), ids, stem="test_m").sabotaged for _ in range(30)} == {"test_c"}
