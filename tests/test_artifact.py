@@ -1,5 +1,8 @@
 """The artifact directory: aliases, metadata round-trip, atomic writes, ids, discovery."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ssrkit.artifact import Artifact, Metadata, create_artifact, find_artifacts
@@ -86,19 +89,25 @@ def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
 
     from ssrkit.artifact import Artifact
     from ssrkit.errors import SsrkitError
+    from ssrkit.sandbox import fingerprint, open_sandbox
 
     art = tmp_path / "art"
     art.mkdir()
     (art / "bug_inject.diff").write_text("")
     plain = tmp_path / "plain"
     (plain / "sub").mkdir(parents=True)
+    copies = lambda: sorted(p.name for p in Path("/dev/shm").glob(f"ssrkit-{os.getpid()}-*/sb-*"))  # noqa: E731
+    before = copies()
     for path in ("/", str(plain)):
         (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{path}"\n')
-        with pytest.raises(SsrkitError, match="not the top of a git repository"):
-            Artifact(art).metadata
+        source = Artifact(art).metadata.repo  # reading the metadata is fine
+        for use in (lambda: open_sandbox(source, "local"), lambda: fingerprint(source)):
+            with pytest.raises(SsrkitError, match="not the top of a git repository"):
+                use()
+    assert copies() == before  # nothing was copied
     subprocess.run(["git", "init", "-q", str(plain)], check=True)
     (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain / "sub"}"\n')
     with pytest.raises(SsrkitError, match=f"its repository is {plain}"):
-        Artifact(art).metadata
+        fingerprint(Artifact(art).metadata.repo)
     (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain}"\n')
-    assert Artifact(art).metadata.repo.path == str(plain)
+    assert fingerprint(Artifact(art).metadata.repo)

@@ -7,7 +7,7 @@ dependencies) at `workdir`. Artifacts record their source in `artifact.toml` so 
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ class RepoSource:
     path: str | None = None  # local: absolute path of the repository directory
     image: str | None = None  # image: Docker image name
     workdir: str = "/testbed"  # image: repository root inside the image
+    #: named by an artifact.toml (not by a flag): must be a git repository before anything is copied from it
+    from_metadata: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def local(cls, path: str | Path) -> "RepoSource":
@@ -51,10 +53,7 @@ class RepoSource:
             p = Path(raw).expanduser()
             if not p.is_absolute() and relative_to is not None:
                 p = relative_to / p
-            p = p.resolve()
-            if p.is_dir():
-                require_git_toplevel(p)  # before anything is copied: `/` or a home directory is refused
-            return cls(kind="local", path=str(p))
+            return cls(kind="local", path=str(p.resolve()), from_metadata=True)
         if kind == "image":
             if not data.get("image"):
                 raise SsrkitError("artifact.toml: [repo] has kind 'image' but no 'image'")
@@ -63,7 +62,10 @@ class RepoSource:
 
 
 def require_git_toplevel(path: Path) -> None:
-    """SsrkitError unless `path` is the top directory of a git work tree (what artifact.toml may name)."""
+    """SsrkitError unless `path` is the top directory of a git work tree (what artifact.toml may name).
+
+    Checked where a sandbox is opened or a fingerprint taken on a source from artifact.toml, so that no
+    directory (`/`, a home directory) is walked or copied on an artifact's say-so."""
     proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                           errors="replace")
     top = proc.stdout.strip()
