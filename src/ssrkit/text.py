@@ -31,5 +31,5 @@ _JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable_json(text: str) -> str:
-    """JSON text (already escaping C0 controls) with the remaining control characters as \\uXXXX escapes."""
+    """JSON text (already escaping C0 controls) with the remaining control characters written as \\u escapes (\\u009b)."""
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
