@@ -1,5 +1,8 @@
 """The artifact directory: aliases, metadata round-trip, atomic writes, ids, discovery."""
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ssrkit.artifact import Artifact, Metadata, create_artifact, find_artifacts
@@ -39,8 +42,11 @@ def test_content_id_depends_on_content_only(tmp_path):
 
 
 def test_create_and_reload_metadata(tmp_path):
+    import subprocess
+
     repo = tmp_path / "repo"
     repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)  # artifact.toml names git repositories only
     meta = Metadata(repo=RepoSource.local(repo), base_commit="abc", strategy="removal",
                     injector={"agent": "procedural", "seed": 3, "model": None})
     art = create_artifact(tmp_path / "art", bug_diff="d", weaken_diff="w", test_script="s",
@@ -76,3 +82,32 @@ def test_find_artifacts_skips_hidden_work_in_progress(tmp_path):
     write_five(tmp_path / "runs" / ".staging" / "expression-00001")  # a killed injection's staging area
     write_five(tmp_path / "runs" / "tasks" / ".y.partial")  # a killed copy
     assert [a.name for a in find_artifacts([tmp_path / "runs"])] == ["x"]
+
+
+def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
+    import subprocess
+
+    from ssrkit.artifact import Artifact
+    from ssrkit.errors import SsrkitError
+    from ssrkit.sandbox import fingerprint, open_sandbox
+
+    art = tmp_path / "art"
+    art.mkdir()
+    (art / "bug_inject.diff").write_text("")
+    plain = tmp_path / "plain"
+    (plain / "sub").mkdir(parents=True)
+    copies = lambda: sorted(p.name for p in Path("/dev/shm").glob(f"ssrkit-{os.getpid()}-*/sb-*"))  # noqa: E731
+    before = copies()
+    for path in ("/", str(plain)):
+        (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{path}"\n')
+        source = Artifact(art).metadata.repo  # reading the metadata is fine
+        for use in (lambda: open_sandbox(source, "local"), lambda: fingerprint(source)):
+            with pytest.raises(SsrkitError, match="not the top of a git repository"):
+                use()
+    assert copies() == before  # nothing was copied
+    subprocess.run(["git", "init", "-q", str(plain)], check=True)
+    (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain / "sub"}"\n')
+    with pytest.raises(SsrkitError, match=f"its repository is {plain}"):
+        fingerprint(Artifact(art).metadata.repo)
+    (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain}"\n')
+    assert fingerprint(Artifact(art).metadata.repo)

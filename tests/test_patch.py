@@ -91,3 +91,72 @@ def test_split_by_file_parts_apply_independently(repo):
     patch.apply(repo, parts["pkg/a.py"])
     assert "x - 1" in (repo / "pkg" / "a.py").read_text()
     assert (repo / "old.txt").exists()
+
+
+# -- git's path quoting: every rule sees the name `git apply` reads ----------------------------------
+
+def _new_file_diff(name_a: str, name_b: str) -> str:
+    return (f"diff --git {name_a} {name_b}\nnew file mode 100644\n--- /dev/null\n+++ {name_b}\n"
+            "@@ -0,0 +1 @@\n+x = 1\n")
+
+
+@pytest.mark.parametrize("quoted, plain", [
+    ('"c\\157nftest.py"', "conftest.py"),
+    ('"t\\303\\251st.py"', "tést.py"),
+    ('"a\\tb\\"c\\\\d"', 'a\tb"c\\d'),
+    ("plain.py", "plain.py"),
+])
+def test_unquote_decodes_c_style_escapes(quoted, plain):
+    assert patch.unquote(quoted) == plain
+
+
+def test_unquote_rejects_unknown_escapes():
+    with pytest.raises(PatchError, match="malformed quoted path"):
+        patch.unquote('"a\\qb"')
+
+
+def test_octal_spelled_names_are_decoded_for_touched_files():
+    d = _new_file_diff('"a/c\\157nftest.py"', '"b/c\\157nftest.py"')
+    assert patch.touched_files(d) == ["conftest.py"]
+    d = _new_file_diff('"a/\\141rgparse.py"', '"b/\\141rgparse.py"')
+    assert [c.target for c in patch.parse(d)] == ["argparse.py"]
+
+
+@pytest.mark.parametrize("name, reason", [
+    ('"b/\\056\\056/evil.py"', "escapes the repository"),
+    ('"b/\\056git/hooks/pre-commit"', "inside .git"),
+    ('"b/sub/\\056GIT/config"', "inside .git"),
+    ('"b//etc/x"', "absolute path"),
+    ('"b/a\\nb.py"', "control character"),
+    ('"b/\\377.py"', "not valid UTF-8"),
+])
+def test_quoted_names_meet_every_path_rule(name, reason):
+    d = _new_file_diff(name.replace('"b/', '"a/'), name)
+    with pytest.raises(PatchError, match=reason):
+        patch.check_paths(d, "fix.diff")
+
+
+def test_rename_headers_are_decoded_and_checked():
+    d = 'diff --git a/ok.py b/ok2.py\nsimilarity index 100%\nrename from ok.py\nrename to "\\056git/config"\n'
+    with pytest.raises(PatchError, match="inside .git"):
+        patch.check_paths(d)
+
+
+def test_prefix_is_dropped_like_git_apply_p1():
+    # git strips the first component whatever it is: "z/tests/conftest.py" means tests/conftest.py
+    d = "--- x/tests/conftest.py\n+++ z/tests/conftest.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert patch.touched_files(d) == ["tests/conftest.py"]
+
+
+def test_git_disagreeing_with_the_headers_is_rejected():
+    # the diff --git line names one file, the ---/+++ lines another
+    d = ("diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/harmless.py\n"
+         "@@ -0,0 +1 @@\n+x = 1\n")
+    with pytest.raises(PatchError):
+        patch.touched_files(d, "fix.diff")
+
+
+def test_oversized_diff_gets_a_clear_verdict():
+    big = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+" + "b" * (patch.MAX_DIFF_BYTES + 10) + "\n"
+    with pytest.raises(PatchError, match="over the 2 MiB limit"):
+        patch.parse(big, "fix.diff")

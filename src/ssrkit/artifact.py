@@ -7,10 +7,12 @@ The five SSR files are the contract between stages; later stages add `validation
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import tomllib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import tomli_w
@@ -205,24 +207,66 @@ class Artifact:
         return self.metadata.id or self.content_id()
 
     def write_metadata(self, meta: Metadata) -> None:
-        atomic_write_text(self.path / METADATA, tomli_w.dumps(meta.to_dict()))
+        atomic_write_text(self.output_path(METADATA), tomli_w.dumps(meta.to_dict()))
         self._metadata = meta
 
     # -- outputs of later stages ------------------------------------------------------------------
+    def output_path(self, relpath: str) -> Path:
+        """The path of an output ssrkit writes or deletes (`validation.json`, `logs/x.log`, `attempts/001/…`).
+
+        Every output stays inside the artifact directory: SsrkitError when a part of `relpath` below it is a
+        symlink (`logs/` or `attempts/` linked elsewhere, a linked file), is not a directory where one is
+        needed, or resolves outside it.
+        """
+        rel = PurePosixPath(relpath)
+        if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+            raise SsrkitError(f"{relpath!r} is not a path inside the artifact {self.path}")
+        cur = self.path
+        for i, part in enumerate(rel.parts):
+            cur = cur / part
+            shown = "/".join(rel.parts[:i + 1])
+            if cur.is_symlink():
+                raise SsrkitError(f"{self.path}: {shown} is a symlink (to {os.readlink(cur)}); ssrkit writes and "
+                                  f"deletes only inside the artifact directory — replace it with a real "
+                                  f"{'directory' if i < len(rel.parts) - 1 else 'file'} or remove it")
+            if i < len(rel.parts) - 1 and cur.exists() and not cur.is_dir():
+                raise SsrkitError(f"{self.path}: {shown} is not a directory; remove it")
+        base = os.path.realpath(self.path)
+        if not os.path.realpath(cur).startswith(base + os.sep):
+            raise SsrkitError(f"{self.path}: {relpath} resolves outside the artifact directory")
+        return cur
+
     def write_text(self, relpath: str, text: str) -> Path:
-        p = self.path / relpath
+        p = self.output_path(relpath)
         atomic_write_text(p, text)
         return p
 
     def write_bytes(self, relpath: str, data: bytes) -> Path:
-        p = self.path / relpath
+        p = self.output_path(relpath)
         atomic_write_bytes(p, data)
         return p
 
     def write_json(self, relpath: str, obj: Any) -> Path:
-        p = self.path / relpath
+        p = self.output_path(relpath)
         atomic_write_json(p, obj)
         return p
+
+    def make_dir(self, relpath: str, *, exist_ok: bool = True) -> Path:
+        """Create an output directory (and its parents) inside the artifact; FileExistsError unless `exist_ok`."""
+        p = self.output_path(relpath)
+        rel = PurePosixPath(relpath)
+        for i in range(1, len(rel.parts)):
+            self.output_path("/".join(rel.parts[:i])).mkdir(exist_ok=True)
+        p.mkdir(exist_ok=exist_ok)
+        return p
+
+    def remove(self, relpath: str) -> None:
+        """Delete an output file or directory tree inside the artifact (nothing when absent)."""
+        p = self.output_path(relpath)
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
 
     def read_json(self, relpath: str) -> Any | None:
         p = self.path / relpath

@@ -214,7 +214,8 @@ def _join_diffs(*diffs: str) -> str:
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
 _GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
                  grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
-                 grading.canary_code, grading._with_canary, grading.canary_target)
+                 grading.canary_target, grading.Canary, grading._test_defs, grading._failing_assertion,
+                 grading._start, grading.make_canary)
 
 
 def grader_script(data: dict[str, Any]) -> str:
@@ -227,6 +228,8 @@ def grader_script(data: dict[str, Any]) -> str:
         f"SHADOW_NAMES = frozenset({sorted(grading.SHADOW_NAMES)!r})",
         f"IMPORT_ROOTS = {grading.IMPORT_ROOTS!r}",
         f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
+        f"_WORD = re.compile({grading._WORD.pattern!r})",
+        f"_FILLER = {grading._FILLER!r}",
     ])
     parts = "\n\n".join(inspect.getsource(obj) for obj in _GRADER_PARTS)
     payload = base64.b64encode(json.dumps(data, sort_keys=True).encode("utf-8")).decode("ascii")

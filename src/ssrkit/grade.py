@@ -13,6 +13,10 @@ Then, before the tests run:
   standard-library module or of the test runner's own packages is deleted: `python -m pytest` puts the
   repository root first on `sys.path`, so a new `argparse.py` there would run before any test.
 
+The graded state's git history is one fresh commit of original + bug + weaken, as the solver saw it (the
+original commit, which `git show` would print the answer from, is gone), and the grading sandboxes hide
+the artifact directory (`bug_inject.diff` reversed is the answer) like the solver's.
+
 Ancestors of a restored path that the fix turned into symlinks or files are removed first, so a restore
 never writes through a link.
 
@@ -25,15 +29,18 @@ The fix's code runs in one sandbox; every log is parsed in a second, clean sandb
 ever ran, so nothing the fix leaves behind (a module dropped next to the parser, a poisoned home directory or
 interpreter) can forge the parser's verdict.
 
-Canary (on by default, `[solve] canary`): an attempt that passes is run once more with a test that always
-fails appended to one of the listed test files, under a random name. If the log reports the canary as
-passed, or the canary is missing although the same test script does report it on the original code, the
-output was forged (a patched runner, a hook making every test pass, a process printing `PASSED` lines and
-exiting early) and the attempt fails. The extra runs cost time only for attempts that would otherwise pass.
+Canary (on by default, `[solve] canary`): an attempt that passes is run once more, from a fresh graded state
+(fresh HOME and /tmp), with a test that always fails inserted among the tests of one listed test file — named
+from the words of the file's own test names, placed before a random one of them, no marker (`make_canary`).
+The attempt fails as forged if the log reports the canary as passed, if the canary is missing although the
+same test script does report it on the original code, or if the required tests do not all pass again as in
+the graded run (a fix that behaves only while it cannot see a canary, or a runner patched to pass everything
+but the canary). The extra runs cost time only for attempts that would otherwise pass.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import secrets
 import shlex
@@ -52,6 +59,7 @@ from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
 from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
+from .text import clip
 
 FIX_LABEL = "fix.diff"
 
@@ -296,6 +304,8 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
         sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
     except PatchError as e:
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
+    # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
+    sandbox.fresh_history(message="Initial commit")
     sandbox.apply_patch(fix_diff, label=FIX_LABEL)
     fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
     todo = paths + [p for p in shadows if p not in paths]
@@ -345,29 +355,139 @@ def canary_target(artifact: Artifact, expect: Expectations) -> str | None:
     return (stem_hits or candidates)[0]
 
 
-def canary_code(nonce: str) -> str:
-    """A test that always fails, visible to pytest (module function) and unittest (TestCase)."""
-    return (
-        "\n\n# --- ssrkit grading canary: a test that must fail ---\n"
-        f"import unittest as _ssrkit_unittest_{nonce}\n\n\n"
-        f"def test_ssrkit_canary_{nonce}():\n"
-        f"    raise AssertionError('ssrkit canary {nonce}')\n\n\n"
-        f"class TestSsrkitCanary{nonce}(_ssrkit_unittest_{nonce}.TestCase):\n"
-        f"    def test_ssrkit_canary_{nonce}(self):\n"
-        f"        raise AssertionError('ssrkit canary {nonce}')\n"
-    )
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+_FILLER = ("value", "edge", "basic", "empty", "large", "order", "default", "repr", "roundtrip", "none", "types",
+           "bounds", "single", "many", "unicode", "nested", "zero", "negative", "float", "mixed")
 
 
-def _canary_statuses(run: TestRun, nonce: str) -> dict[str, str]:
-    return {t: s for t, s in run.statuses.items() if nonce in t}
+@dataclass(frozen=True)
+class Canary:
+    """Always-failing tests hidden among a test file's own tests: a new one, and a known one made to fail."""
+
+    name: str  # the new test's function or method name, e.g. test_clamp_order
+    text: str  # the test file with the canary inserted
+    sabotaged: str | None = None  # a known test of the file whose body now always fails
+
+    @staticmethod
+    def _ids(name: str | None, run: TestRun) -> dict[str, str]:
+        if not name:
+            return {}
+        pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+        return {t: s for t, s in run.statuses.items() if pat.search(t)}
+
+    def statuses(self, run: TestRun) -> dict[str, str]:
+        """The new test's statuses in `run`."""
+        return self._ids(self.name, run)
+
+    def sabotaged_statuses(self, run: TestRun) -> dict[str, str]:
+        return self._ids(self.sabotaged, run)
+
+
+def _test_defs(tree: ast.Module) -> tuple[list[ast.stmt], list[tuple[ast.ClassDef, list[ast.stmt]]]]:
+    """(top-level test functions, [(test class, its test methods)])."""
+    funcs: list[ast.stmt] = []
+    classes: list[tuple[ast.ClassDef, list[ast.stmt]]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            funcs.append(node)
+        elif isinstance(node, ast.ClassDef):
+            methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and m.name.startswith("test")]
+            if methods:
+                classes.append((node, methods))
+    return funcs, classes
+
+
+def _failing_assertion(rng: secrets.SystemRandom) -> str:
+    a, b = rng.randrange(2, 500), rng.randrange(2, 500)
+    return rng.choice((f"assert {a} + {b} == {a + b + rng.randrange(1, 9)}",
+                       f"assert {a * b} == {a} * {b + 1}",
+                       f"assert [{a}, {b}] == [{b + 1}, {a}]",
+                       f"assert str({a}) == {str(a + 1)!r}"))
+
+
+def _start(node: ast.stmt) -> int:
+    """0-based first line of a definition, decorators included."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+
+
+def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, stem: str = "",
+                rng: secrets.SystemRandom | None = None) -> Canary:
+    """Hide always-failing tests in a test file, shaped like the file's own tests.
+
+    A new test: named from words of the file's own test names (`test_<word>_<word>`), a plain assertion
+    between random numbers, placed before a random one of the file's tests — at module level when the file
+    has test functions, as a method of one of its test classes otherwise. No comment, no fixed prefix. And a
+    known test: one of the file's tests listed in `taken` (the graded run's ids, `stem` = the file's stem to
+    tell its ids from other files') keeps its name and decorators, but its body becomes a failing assertion,
+    so a runner that passes exactly the tests it knows is caught too.
+    """
+    rng = rng or secrets.SystemRandom()
+    text = original.decode("utf-8", "replace")
+    lines = text.splitlines(keepends=True)
+    try:
+        funcs, classes = _test_defs(ast.parse(text))
+    except (SyntaxError, ValueError):
+        funcs, classes = [], []
+    defs = funcs + [m for _, ms in classes for m in ms]
+    names = [n.name for n in defs]  # type: ignore[attr-defined]
+    words = sorted({w for n in names for w in _WORD.findall(n.lower()) if w != "test"})
+    if len(words) < 4:
+        words += rng.sample(_FILLER, 4)
+    taken_text = "\n".join([text, *taken])
+    for _ in range(200):
+        name = "test_" + "_".join(rng.sample(words, min(len(words), rng.choice((1, 2, 2, 3)))))
+        if not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text):
+            break
+    else:
+        name = "test_" + "_".join(rng.sample(words, min(len(words), 3))) + f"_{rng.randrange(2, 99)}"
+
+    # the known test to sabotage: defined once here, and every id naming it is this file's
+    def ids_of(n: str) -> list[str]:
+        pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])")
+        return [t for t in taken if pat.search(t)]
+
+    def plain(d: ast.stmt) -> bool:  # no mark that turns a failure into something else (xfail, skip, flaky)
+        marks = " ".join(ast.unparse(x) for x in getattr(d, "decorator_list", []))
+        return not re.search(r"xfail|skip|expectedFailure|flaky|rerun", marks)
+
+    known = [d for d in defs if names.count(d.name) == 1 and ids_of(d.name) and plain(d)  # type: ignore[attr-defined]
+             and all(stem in t for t in ids_of(d.name))]  # type: ignore[attr-defined]
+    edits: list[tuple[int, int, list[str]]] = []  # (start, end, replacement lines), 0-based, end exclusive
+    sabotaged = None
+    if known:
+        victim = rng.choice(known)
+        sabotaged = victim.name  # type: ignore[attr-defined]
+        body = victim.body  # type: ignore[attr-defined]
+        first = body[0].lineno - 1
+        indent = re.match(r"[ \t]*", lines[first]).group(0)  # type: ignore[union-attr]
+        if (body[0].lineno == victim.lineno or not lines[first].strip()
+                or not lines[first].startswith(indent) or not indent):
+            sabotaged = None  # a one-line definition: leave it alone
+        else:
+            edits.append((first, victim.end_lineno, [f"{indent}{_failing_assertion(rng)}\n"]))  # type: ignore[attr-defined]
+    if funcs or not classes:
+        if funcs:
+            at = _start(rng.choice(funcs))
+            edits.append((at, at, [f"def {name}():\n", f"    {_failing_assertion(rng)}\n", "\n", "\n"]))
+        else:
+            tail = "" if text.endswith("\n") or not text else "\n"
+            edits.append((len(lines), len(lines),
+                          [tail + "\n\n", f"def {name}():\n", f"    {_failing_assertion(rng)}\n"]))
+    else:
+        _cls, methods = rng.choice(classes)
+        anchor = rng.choice(methods)
+        at = _start(anchor)
+        indent = re.match(r"[ \t]*", lines[at]).group(0)  # type: ignore[union-attr]
+        step = "\t" if "\t" in indent else "    "
+        edits.append((at, at, [f"{indent}def {name}(self):\n", f"{indent}{step}{_failing_assertion(rng)}\n", "\n"]))
+    for start, end, repl in sorted(edits, key=lambda e: e[0], reverse=True):
+        lines[start:end] = repl
+    return Canary(name, "".join(lines), sabotaged)
 
 
 _reference_cache: dict[tuple[str, str, str, str], bool] = {}
 _reference_lock = threading.Lock()
-
-
-def _with_canary(original: bytes, nonce: str) -> str:
-    return original.decode("utf-8", "replace").rstrip("\n") + "\n" + canary_code(nonce)
 
 
 def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: bytes, timeout: float) -> bool:
@@ -379,31 +499,52 @@ def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: b
     with _reference_lock:
         if key in _reference_cache:
             return _reference_cache[key]
-    nonce = secrets.token_hex(6)
+    canary = make_canary(original)
     clean.reset(PRISTINE)
-    clean.write_file(target, _with_canary(original, nonce))
+    clean.write_file(target, canary.text)
     run = execute(clean, clean, artifact, timeout)
-    seen = bool(_canary_statuses(run, nonce))
+    seen = bool(canary.statuses(run))
     with _reference_lock:
         _reference_cache[key] = seen
     return seen
 
 
 def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
-                 settings: GradeSettings) -> tuple[bool, dict[str, Any]]:
-    """Re-run the graded state with an always-failing test added; (forged?, details)."""
+                 settings: GradeSettings, graded: TestRun | None = None) -> tuple[bool, dict[str, Any]]:
+    """Re-run the graded state with an always-failing test added; (forged?, details).
+
+    Forged when the canary is reported as passed, when it vanishes although the script reports it on the
+    original code, or when the required tests do not all pass again exactly as in the graded run.
+    """
     target = canary_target(artifact, expect)
     prepared = prepare(work, artifact, fix_diff, settings)  # afresh: the first run may have changed files
     if target is None or prepared.originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
-    nonce = secrets.token_hex(6)
-    work.write_file(target, _with_canary(prepared.originals[target], nonce))
+    ids = sorted({*expect.required, *(graded.statuses if graded else ())})
+    canary = make_canary(prepared.originals[target], ids, stem=PurePosixPath(target).stem)
+    work.write_file(target, canary.text)
     run = execute(work, clean, artifact, settings.timeout)
-    seen = _canary_statuses(run, nonce)
-    info: dict[str, Any] = {"file": target, "tests": seen, "exit_code": run.exit_code}
-    if any(s == PASSED for s in seen.values()):
+    seen = canary.statuses(run)
+    broken = canary.sabotaged_statuses(run)
+    info: dict[str, Any] = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code}
+    if any(s == PASSED for s in (*seen.values(), *broken.values())):
         info["status"] = "forged"
         info["note"] = "a test that always fails was reported as passed"
+        return True, info
+    was = canary.sabotaged_statuses(graded) if graded is not None and canary.sabotaged else {}
+    if was and not broken:
+        info["status"] = "vanished"
+        info["note"] = f"the known test {canary.sabotaged}, made to fail, is missing from the canary run"
+        return True, info
+    sab = set(was)
+    rest = TestRun(log=run.log, exit_code=0, seconds=run.seconds, timed_out=run.timed_out, truncated=run.truncated,
+                   statuses={t: s for t, s in run.statuses.items() if t not in seen and t not in broken},
+                   parse_error=run.parse_error)
+    ok, why, _ = judge(rest, Expectations([t for t in expect.fail_to_pass if t not in sab],
+                                          [t for t in expect.pass_to_pass if t not in sab]))
+    if not ok:
+        info["status"] = "changed"
+        info["note"] = f"with the canary present the required tests do not pass as in the graded run ({why})"
         return True, info
     if seen:
         info["status"] = "caught"  # reported, and not as passed: the output is genuine
@@ -435,13 +576,18 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     expect = expect or load_expectations(artifact)
     started = time.monotonic()
     try:
+        patches.check_size(fix_diff, FIX_LABEL)
+    except PatchError as e:
+        return Grade(False, f"the fix is too large: {e}", seconds=time.monotonic() - started)
+    try:
         fix_files = patches.touched_files(fix_diff, FIX_LABEL)
     except PatchError as e:
-        return Grade(False, f"the fix is not a valid diff: {e}", seconds=time.monotonic() - started)
+        return Grade(False, clip(f"the fix does not apply (not a diff git reads): {e}"),
+                     seconds=time.monotonic() - started)
     try:
         prepared = prepare(sandbox, artifact, fix_diff, settings)
     except PatchError as e:
-        return Grade(False, f"the fix does not apply: {e}", fix_files=fix_files,
+        return Grade(False, clip(f"the fix does not apply: {e}"), fix_files=fix_files,
                      seconds=time.monotonic() - started)
     run = execute(sandbox, clean, artifact, settings.timeout)
     passed, reason, details = judge(run, expect)
@@ -451,11 +597,13 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
         restored=prepared.restored, deleted=prepared.deleted, fix_files=fix_files, parse_error=run.parse_error,
     )
     if passed and settings.canary:
-        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings)
+        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run)
         result.canary = info
         if forged:
             result.passed = False
             result.reason = f"tampering: {info['note']} (canary in {info['file']})"
+    result.reason = clip(result.reason)
+    result.parse_error = clip(result.parse_error) if result.parse_error else result.parse_error
     result.seconds = time.monotonic() - started
     return result
 

@@ -6,6 +6,8 @@ errors are translated into messages that name the file and hunk that failed.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import subprocess
 import tempfile
@@ -29,26 +31,144 @@ class FileChange:
     binary: bool
 
 
+#: Largest diff ssrkit parses or applies; a bigger one gets a clear verdict instead of costing memory.
+MAX_DIFF_BYTES = 2 * 1024 * 1024
+
+_C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(name: str) -> str:
+    """A path as git means it: a name in double quotes is C-style quoted (`"b/c\\157nftest.py"`), octal
+    escapes spelling UTF-8 bytes. The one decoder every path rule goes through, so a rule never sees a
+    spelling that `git apply` would read as another file. Raises PatchError on a malformed quoted name."""
+    if not (len(name) >= 2 and name.startswith('"') and name.endswith('"')):
+        return name
+    body = name[1:-1]
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\":
+            out += ch.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        nxt = body[i + 1:i + 2]
+        if nxt in _C_ESCAPES:
+            out.append(_C_ESCAPES[nxt])
+            i += 2
+        elif re.fullmatch(r"[0-3][0-7]{2}", body[i + 1:i + 4]):
+            out.append(int(body[i + 1:i + 4], 8))
+            i += 4
+        else:
+            raise PatchError(f"malformed quoted path {name!r} (unknown escape)")
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _quoted_prefix(text: str) -> tuple[str, str] | None:
+    """Split `"quoted name" rest` into (the quoted name with its quotes, rest); None when not quoted."""
+    if not text.startswith('"'):
+        return None
+    i = 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return text[:i + 1], text[i + 1:]
+        i += 1
+    raise PatchError(f"unterminated quoted path in {text[:200]!r}")
+
+
 def _strip_prefix(p: str | None) -> str | None:
-    if p is None or p == "/dev/null":
+    """A `---`/`+++` name as `git apply -p1` reads it: unquoted, first path component dropped."""
+    if p is None:
         return None
     p = p.strip()
-    if p.startswith('"') and p.endswith('"'):
-        p = p[1:-1]
-    if p.startswith(("a/", "b/")):
-        p = p[2:]
-    return p
+    if p == "/dev/null":
+        return None
+    p = unquote(p)
+    if p == "/dev/null":
+        return None
+    return p.split("/", 1)[1] if "/" in p else p
+
+
+def _git_header_names(rest: str) -> list[str]:
+    """Every name a `diff --git A B` line may mean (both sides, prefixes dropped)."""
+    q = _quoted_prefix(rest)
+    if q is not None:
+        first, tail = q[0], q[1].strip()
+        return [n for n in (_strip_prefix(first), _strip_prefix(tail)) if n]
+    if ' "' in rest:
+        first, _, second = rest.partition(' "')
+        return [n for n in (_strip_prefix(first), _strip_prefix('"' + second)) if n]
+    # unquoted names may hold spaces: every split into `a/X b/Y` is a candidate
+    out = []
+    for m in re.finditer(" ", rest):
+        left, right = rest[:m.start()], rest[m.end():]
+        for n in (_strip_prefix(left), _strip_prefix(right)):
+            if n and n not in out:
+                out.append(n)
+    return out
+
+
+_META = re.compile(r"^(rename|copy) (from|to) (.+)$")
+
+
+def _header_names(diff: str) -> list[str]:
+    """Paths named by git's extended header lines (`diff --git`, `rename from/to`, `copy from/to`)."""
+    names: list[str] = []
+    for line in diff.splitlines():
+        line = line.rstrip("\r")
+        if line.startswith("diff --git "):
+            names.extend(_git_header_names(line[len("diff --git "):]))
+        else:
+            m = _META.match(line)
+            if m:
+                names.append(unquote(m.group(3).strip()))
+    return names
+
+
+def _git_paths(diff: str, label: str) -> list[str]:
+    """The paths `git apply` itself reads from the diff (`--numstat`; nothing is applied)."""
+    data = diff if diff.endswith("\n") else diff + "\n"
+    proc = subprocess.run(["git", "apply", "--numstat", "-z", "-"], input=data.encode("utf-8", "surrogateescape"),
+                          capture_output=True, cwd="/", env={**os.environ, "GIT_DIR": "/nonexistent-ssrkit"})
+    if proc.returncode != 0:
+        msg = " ".join(proc.stderr.decode("utf-8", "replace").split())[:400]
+        raise PatchError(f"{label} is not a diff git can read: {msg or 'git apply --numstat failed'}")
+    out = []
+    fields = proc.stdout.decode("utf-8", "surrogateescape").split("\0")
+    for f in fields:
+        name = f.split("\t", 2)[2] if f.count("\t") >= 2 else f
+        if name:
+            out.append(name)
+    return out
+
+
+def check_size(diff: str, label: str = "diff") -> None:
+    """Refuse a diff larger than MAX_DIFF_BYTES, with a verdict saying so."""
+    n = len(diff) if len(diff) > MAX_DIFF_BYTES else len(diff.encode("utf-8", "surrogateescape"))
+    if n > MAX_DIFF_BYTES:
+        raise PatchError(f"{label} is {n / 1048576:.1f} MiB, over the {MAX_DIFF_BYTES // 1048576} MiB limit for a diff; "
+                         f"a change that large is not a fix (generated or binary files do not belong in it)")
 
 
 def parse(diff: str, label: str = "diff") -> list[FileChange]:
-    """The files a diff changes. Raises PatchError (naming `label`) when it is not a unified diff."""
+    """The files a diff changes. Raises PatchError (naming `label`) when it is not a unified diff, is too
+    large, or names a path ssrkit and `git apply` would read differently."""
     if not diff.strip():
         return []
+    check_size(diff, label)
+    return list(_parse_cached(diff, label))
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_cached(diff: str, label: str) -> tuple[FileChange, ...]:
     try:
         patchset = PatchSet(diff)
     except UnidiffParseError as e:
         raise PatchError(f"{label} is not a valid unified diff: {e}") from None
-    if not patchset and diff.strip():
+    if not patchset and diff.strip() and not _header_names(diff):
         raise PatchError(f"{label} has text but no file changes: is it a unified diff (`git diff` output)?")
     changes = []
     for pf in patchset:
@@ -66,7 +186,12 @@ def parse(diff: str, label: str = "diff") -> list[FileChange]:
             renamed=renamed,
             binary=bool(getattr(pf, "is_binary_file", False)),
         ))
-    return changes
+    known = {p for c in changes for p in (c.source, c.target) if p} | set(_header_names(diff))
+    for name in _git_paths(diff, label):
+        if name not in known:
+            raise PatchError(f"{label}: git reads the path {name!r}, which its headers do not name the same way; "
+                             f"write paths as `git diff` does (a/ and b/ prefixes, C-style quoting)")
+    return tuple(changes)
 
 
 def touched_files(diff: str, label: str = "diff") -> list[str]:
@@ -80,30 +205,27 @@ def touched_files(diff: str, label: str = "diff") -> list[str]:
 
 
 def unsafe_path_reason(path: str) -> str | None:
-    """Why `path` may not appear in a diff (None when it is fine)."""
+    """Why `path` may not appear in a diff (None when it is fine). `path` must already be unquoted."""
     if not path:
         return "empty path"
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in path):
+        return "path holds a control character"
+    if any(0xDC80 <= ord(ch) <= 0xDCFF for ch in path):
+        return "path is not valid UTF-8"
     if path.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", path):
         return "absolute path"
     parts = PurePosixPath(path.replace("\\", "/")).parts
     if ".." in parts:
         return "path escapes the repository with '..'"
-    if parts and parts[0] == ".git":
+    if any(p.lower() == ".git" for p in parts):
         return "path inside .git"
     return None
-
-
-_HEADER_PATH = re.compile(r"^(?:diff --git a/(\S+) b/(\S+)|rename (?:from|to) (.+)|copy (?:from|to) (.+))$")
 
 
 def check_paths(diff: str, label: str = "diff") -> list[str]:
     """Reject a diff whose paths escape the repository; return the touched files."""
     files = touched_files(diff, label)
-    names = list(files)
-    for line in diff.splitlines():
-        m = _HEADER_PATH.match(line)
-        if m:
-            names.extend(g for g in m.groups() if g)
+    names = list(files) + _header_names(diff)
     for name in names:
         reason = unsafe_path_reason(name)
         if reason:

@@ -21,7 +21,6 @@ from abc import ABC, abstractmethod
 
 import dataclasses
 import shlex
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .artifact import ATTEMPTS, BUG_DIFF, REWARD, TRAJECTORY, WEAKEN_DIFF, Artifact
 from .errors import PatchError, SsrkitError
-from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .fsutil import read_json
 from .grade import Expectations, GradeSettings, current_validation, eval_record, grade, load_expectations
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
@@ -289,7 +288,7 @@ def claim_new_attempt(artifact: Artifact) -> str:
         while True:
             d = attempt_dir(artifact, attempt_name(nxt))
             try:
-                d.mkdir(parents=True)
+                artifact.make_dir(f"{ATTEMPTS}/{d.name}", exist_ok=False)
                 return d.name
             except FileExistsError:
                 nxt += 1
@@ -346,25 +345,23 @@ class Engine:
     def grade_fix(self, artifact: Artifact, source: RepoSource, fix_diff: str,
                   expect: Expectations | None = None):
         expect = expect or load_expectations(artifact)
-        with self.open(source) as work, self.open(source) as clean:
+        hide = self.hidden_paths([artifact])  # the fix's code must not read the answer in the artifact
+        with self.open(source, hide=hide) as work, self.open(source, hide=hide) as clean:
             return grade(work, artifact, fix_diff, clean=clean, settings=self.options.grade, expect=expect)
 
     def _write_graded(self, artifact: Artifact, name: str, fix_diff: str, *, solver: str,
                       solver_info: dict[str, Any], expect: Expectations, source: RepoSource) -> dict[str, Any]:
-        d = attempt_dir(artifact, name)
         result = self.grade_fix(artifact, source, fix_diff, expect)
-        atomic_write_text(d / TEST_OUTPUT, result.log)
+        artifact.write_text(f"{ATTEMPTS}/{name}/{TEST_OUTPUT}", result.log)
         record = eval_record(result, solver=solver, attempt=name, artifact=artifact, solver_info=solver_info)
-        atomic_write_json(d / EVAL, record)
+        artifact.write_json(f"{ATTEMPTS}/{name}/{EVAL}", record)
         return record
 
     # one attempt -------------------------------------------------------------------------------
     def run_attempt(self, artifact: Artifact, source: RepoSource, solver: Solver, name: str,
                     expect: Expectations, hide: list[str] | None = None) -> dict[str, Any]:
-        d = attempt_dir(artifact, name)
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
+        artifact.remove(f"{ATTEMPTS}/{name}")  # refuses a symlinked attempts/ or attempt directory
+        d = artifact.make_dir(f"{ATTEMPTS}/{name}")
         started = time.monotonic()
         hide = hide if hide is not None else self.hidden_paths([artifact])
         with self.open(source, hide=hide) as sb:
@@ -377,7 +374,7 @@ class Engine:
         info = {**solver.describe(), **out.info, "seconds": round(time.monotonic() - started, 3)}
         if (d / TRAJECTORY).is_file():
             info["trajectory"] = TRAJECTORY
-        atomic_write_text(d / FIX, fix)
+        artifact.write_text(f"{ATTEMPTS}/{name}/{FIX}", fix)
         return self._write_graded(artifact, name, fix, solver=solver.name, solver_info=info, expect=expect,
                                   source=source)
 
@@ -399,8 +396,7 @@ class Engine:
         """Grade a patch produced by any other tool and keep it as a new attempt (solver "external")."""
         expect = expect or load_expectations(artifact)
         name = claim_new_attempt(artifact)
-        d = attempt_dir(artifact, name)
-        atomic_write_text(d / FIX, fix_diff)
+        artifact.write_text(f"{ATTEMPTS}/{name}/{FIX}", fix_diff)
         info = {"name": EXTERNAL, **({"origin": origin} if origin else {})}
         return self._write_graded(artifact, name, fix_diff, solver=EXTERNAL, solver_info=info, expect=expect,
                                   source=source)
@@ -498,5 +494,5 @@ def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
 
 def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
     record = artifact_reward(artifact, alpha)
-    atomic_write_json(artifact.path / "reward.json", record)
+    artifact.write_json(REWARD, record)
     return record

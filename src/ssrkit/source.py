@@ -7,7 +7,7 @@ dependencies) at `workdir`. Artifacts record their source in `artifact.toml` so 
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ class RepoSource:
     path: str | None = None  # local: absolute path of the repository directory
     image: str | None = None  # image: Docker image name
     workdir: str = "/testbed"  # image: repository root inside the image
+    #: named by an artifact.toml (not by a flag): must be a git repository before anything is copied from it
+    from_metadata: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def local(cls, path: str | Path) -> "RepoSource":
@@ -51,12 +53,27 @@ class RepoSource:
             p = Path(raw).expanduser()
             if not p.is_absolute() and relative_to is not None:
                 p = relative_to / p
-            return cls(kind="local", path=str(p.resolve()))
+            return cls(kind="local", path=str(p.resolve()), from_metadata=True)
         if kind == "image":
             if not data.get("image"):
                 raise SsrkitError("artifact.toml: [repo] has kind 'image' but no 'image'")
             return cls(kind="image", image=data["image"], workdir=data.get("workdir", "/testbed"))
         raise SsrkitError(f"artifact.toml: unknown repo kind {kind!r} (expected 'local' or 'image')")
+
+
+def require_git_toplevel(path: Path) -> None:
+    """SsrkitError unless `path` is the top directory of a git work tree (what artifact.toml may name).
+
+    Checked where a sandbox is opened or a fingerprint taken on a source from artifact.toml, so that no
+    directory (`/`, a home directory) is walked or copied on an artifact's say-so."""
+    proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                          errors="replace")
+    top = proc.stdout.strip()
+    if proc.returncode != 0 or Path(top).resolve() != path:
+        where = f"; its repository is {top}" if proc.returncode == 0 and top else ""
+        raise SsrkitError(f"artifact.toml: [repo] path {path} is not the top of a git repository{where}; an "
+                          f"artifact's repository must be a git work tree (or an image) — fix artifact.toml "
+                          f"or pass --repo PATH")
 
 
 def git(path: str | Path, *args: str, check: bool = True) -> str:

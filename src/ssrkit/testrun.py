@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .sandbox.base import PRISTINE, Sandbox
+from .text import clip
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 #: an expected failure that passed (pytest's non-strict XPASS): not a failure of the run, but not a pass either,
@@ -20,6 +21,7 @@ PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 XPASSED = "xpassed"
 STATUSES = (PASSED, FAILED, SKIPPED, ERROR, XPASSED)
 PARSER_TIMEOUT = 60.0
+STDERR_TAIL = 8192  # bytes of the parser's stderr read back after a failure
 
 
 class ParseError(ValueError):
@@ -80,7 +82,7 @@ def parse_statuses(text: str) -> dict[str, str]:
         seen: dict[str, Any] = {}
         for k, v in pairs:
             if k in seen:
-                raise ParseError(f"test_parser.py printed the test id {k!r} twice; test ids must be unique")
+                raise ParseError(f"test_parser.py printed the test id {clip(repr(k), 300)} twice; test ids must be unique")
             seen[k] = v
         return seen
 
@@ -95,7 +97,7 @@ def parse_statuses(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in data.items():
         if not isinstance(v, str) or v.strip().lower() not in STATUSES:
-            raise ParseError(f"test {k!r} has status {v!r}; allowed: {', '.join(STATUSES)}")
+            raise ParseError(f"test {clip(repr(k), 300)} has status {clip(repr(v), 300)}; allowed: {', '.join(STATUSES)}")
         out[k] = v.strip().lower()
     return out
 
@@ -109,16 +111,15 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
     if res.timed_out:
         return None, f"test_parser.py did not finish within {timeout:.0f}s", res.output
     if res.exit_code != 0:
-        try:
-            stderr = sandbox.read_file(err).decode("utf-8", "replace").strip().splitlines()
-        except FileNotFoundError:
-            stderr = []
-        last = stderr[-1] if stderr else "no error output"
+        # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown
+        tail = sandbox.run(f"tail -c {STDERR_TAIL} {err}", timeout=30)
+        lines = [ln for ln in tail.output.strip().splitlines() if ln.strip()] if tail.ok else []
+        last = clip(lines[-1], 1024) if lines else "no error output"
         return None, f"test_parser.py exited with code {res.exit_code}: {last}", res.output
     try:
         return parse_statuses(res.output), None, res.output
     except ParseError as e:
-        return None, str(e), res.output
+        return None, clip(str(e)), res.output
 
 
 def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,

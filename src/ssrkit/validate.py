@@ -32,6 +32,7 @@ from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
 from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+from .text import clip
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -97,6 +98,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] = field(default_factory=dict)
+    #: the thresholds used, and `isolation`: what the sandbox isolated while the artifact's code ran
+    settings: dict[str, Any] = field(default_factory=dict)
     content_id: str = ""
     settings_key: str = ""
     seconds: float = 0.0
@@ -212,11 +215,13 @@ class _Context:
         self.notes: list[str] = []
         self._stack = ExitStack()
         self._sandbox: Sandbox | None = None
+        self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
             self._sandbox = self._stack.enter_context(self.engine.open(self.source))
+            self.isolation = self._sandbox.isolation
         return self._sandbox
 
     def close(self) -> None:
@@ -518,7 +523,7 @@ class Validator:
                     status, message = fn(ctx)
                 except PatchError as e:
                     status, message = FAIL, str(e)
-                results[name] = Check(name, status, message, time.monotonic() - t0)
+                results[name] = Check(name, status, clip(message), time.monotonic() - t0)
         finally:
             ctx.close()
         checks = [results[n] for n in CHECK_NAMES]
@@ -533,6 +538,8 @@ class Validator:
             notes=ctx.notes,
             runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
             source=source.to_dict(),
+            settings={**{k: v for k, v in asdict(self.settings).items() if k not in ("jobs", "cache")},
+                      "isolation": ctx.isolation},
             content_id=artifact.content_id(),
             settings_key=self.settings.key(),
             seconds=time.monotonic() - started,

@@ -203,10 +203,16 @@ def _check_hidden(shared_repo, tmp_path, SandboxOptions, LocalSandbox):
     (secret_dir / "bug_inject.diff").write_text("the answer\n")
     secret_file = tmp_path / "answer.txt"
     secret_file.write_text("the answer\n")
-    probe = f"ls -A {secret_dir}; cat {secret_file}; echo end"
-    with LocalSandbox(shared_repo, isolation="bwrap") as sb:  # control: visible (read-only) by default
+    probe = f"ls -A {secret_dir}; cat {secret_file}; grep -c {tmp_path.name} /proc/self/mountinfo; echo end"
+    # outside the toolchain nothing of the host is there at all, and the mount table names no such path
+    with LocalSandbox(shared_repo, isolation="bwrap") as sb:
+        out = sb.run(probe, timeout=30).output
+        assert "the answer" not in out and "\n0\nend" in out, out
+    # a directory on PYTHONPATH is mounted (toolchain): there, hidden paths are covered
+    env = {"PYTHONPATH": str(tmp_path)}
+    with LocalSandbox(shared_repo, SandboxOptions(env=env), isolation="bwrap") as sb:  # control: visible
         assert sb.run(probe, timeout=30).output.count("the answer") == 1
-    opts = SandboxOptions(hide=[str(secret_dir), str(secret_file), str(shared_repo)])
+    opts = SandboxOptions(env=env, hide=[str(secret_dir), str(secret_file), str(shared_repo)])
     with LocalSandbox(shared_repo, opts, isolation="bwrap") as sb:
         res = sb.run(probe, timeout=30)
         assert "the answer" not in res.output and "bug_inject" not in res.output

@@ -235,7 +235,8 @@ def test_canary_verdicts_are_recorded(engine, calc_artifact):
     rec, _ = attempt(engine, calc_artifact, {"src/calc/__init__.py": MONKEYPATCH_REPORTS})
     assert rec["canary"]["status"] == "forged" and rec["canary"]["file"] == "tests/test_ops.py"
     rec, _ = attempt(engine, calc_artifact, {"src/calc/__init__.py": EARLY_EXIT})
-    assert rec["canary"]["status"] == "vanished" and rec["canary"]["expected_on_original"] is True
+    # the forged log names every known test as passed, the one made to fail among them
+    assert rec["canary"]["status"] == "forged" and set(rec["canary"]["sabotaged"].values()) == {"passed"}
     assert rec["reason"].startswith("tampering")
 
 

@@ -52,6 +52,7 @@ def test_solver_sees_only_the_buggy_state(engine, outside_tmp_artifact, calc_rep
         "tests": "cat tests/test_ops.py",
         "orig": f"cat {calc_repo}/src/calc/ops.py",
         "artifact": f"cat {art.path}/bug_inject.diff 2>&1; ls -A {art.path} 2>&1 | wc -l",
+        "mountinfo": f"grep -c {art.path.name} /proc/self/mountinfo",
         "find": f"grep -rl 'return hi' /dev/shm /tmp \"$HOME\" {calc_repo.parent} {Path.home()} "
                 "--include=ops.py 2>/dev/null | head -3",
     })
@@ -61,7 +62,9 @@ def test_solver_sees_only_the_buggy_state(engine, outside_tmp_artifact, calc_rep
     assert seen["ops"] == calc.BUGGY_OPS.strip() and seen["orig"] == seen["ops"]
     assert "def test_clamp_high" not in seen["tests"]
     if isolation_available() is None:  # bubblewrap: the artifact is hidden, the original code nowhere
-        assert "+++" not in seen["artifact"] and seen["artifact"].endswith("0")
+        assert "+++" not in seen["artifact"]
+        assert seen["artifact"].endswith("0") or "No such file" in seen["artifact"]
+        assert seen["mountinfo"] == "0"  # the hidden artifact leaves no trace in the mount table
         assert seen["find"] == ""
     # the fix is measured against the fresh commit even though the solver committed its work
     fix = (art.path / "attempts" / "001" / "fix.diff").read_text()

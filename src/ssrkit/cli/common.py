@@ -9,12 +9,14 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ..artifact import Artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..sandbox import Limits, SandboxOptions
 from ..source import RepoSource
+from ..text import MESSAGE_LIMIT, clip, printable, printable_json
 
 console = Console()
 err_console = Console(stderr=True)
@@ -90,8 +92,14 @@ def executor_for(cfg: Config, executor: Optional[str], ray_address: Optional[str
     return make_executor(name, max(1, jobs), address=address)
 
 
+def safe(text: Any) -> str:
+    """Untrusted text for rich: control characters escaped (`printable`), markup escaped, length bounded."""
+    return escape(printable(clip(str(text), MESSAGE_LIMIT)))
+
+
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    # json escapes C0 controls; C1 controls and bidi overrides pass with ensure_ascii=False: escape them too
+    sys.stdout.write(printable_json(json.dumps(obj, indent=2, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..artifact import Artifact, find_artifacts
@@ -15,7 +14,7 @@ from ..higher_order import check_out_dir, make_all
 from ..errors import SsrkitError
 from ..executor import Shard, shard_items
 from ..validate import Settings, Validator, validate_all
-from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
+from .common import (safe, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
                      WorkdirOpt, config_for, console, executor_for, explicit_source, print_json, sandbox_options,
                      source_for)
 
@@ -94,7 +93,7 @@ def higher_order(
     if as_json:
         print_json(results)
         return
-    table = Table(title=f"higher-order artifacts → {escape(str(out))}", title_justify="left")
+    table = Table(title=f"higher-order artifacts → {safe(str(out))}", title_justify="left")
     table.add_column("parent", overflow="fold")
     table.add_column("attempt")
     table.add_column("outcome")
@@ -103,11 +102,11 @@ def higher_order(
         if r["status"] == "created":
             verdict = {True: " [green]valid[/]", False: " [red]invalid[/]", None: ""}[r.get("valid")]
             outcome = f"[bold]created[/]{verdict}"
-            note = escape(r["path"]) + (f"\n{escape(r['invalid_because'])}" if r.get("invalid_because") else "")
+            note = safe(r["path"]) + (f"\n{safe(r['invalid_because'])}" if r.get("invalid_because") else "")
         else:
             outcome = "[dim]" + r["status"] + "[/]"
-            note = escape(r["reason"])
-        table.add_row(escape(Path(r["parent"]).name), r["attempt"], outcome, note)
+            note = safe(r["reason"])
+        table.add_row(safe(Path(r["parent"]).name), r["attempt"], outcome, note)
     console.print(table)
     n_created = sum(1 for r in results if r["status"] == "created")
     n_valid = sum(1 for r in results if r.get("valid") and r["status"] == "created")

@@ -6,10 +6,10 @@ import sys
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from .. import __version__
 from ..errors import SsrkitError
+from .common import safe
 
 app = typer.Typer(
     name="ssrkit",
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="ssrkit")
     except SsrkitError as e:
-        err_console.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {safe(str(e))}", highlight=False)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")

@@ -6,14 +6,13 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..artifact import find_artifacts
 from ..errors import SsrkitError
 from ..reward import DEFAULT_ALPHA, check_alpha
 from ..solve import artifact_reward, write_reward
-from .common import ConfigOpt, JsonOpt, config_for, console, print_json
+from .common import safe, ConfigOpt, JsonOpt, config_for, console, print_json
 
 EPILOG = """
 [bold]Examples[/]
@@ -61,7 +60,7 @@ def reward(
         rate = "-" if r["solve_rate"] is None else f"{r['solve_rate']:.3f}"
         inj = r["injector_reward"]
         style = "green" if inj > 0 else "red"
-        table.add_row(escape(r["artifact"]), "[green]yes[/]" if r["valid"] else "[red]no[/]",
+        table.add_row(safe(r["artifact"]), "[green]yes[/]" if r["valid"] else "[red]no[/]",
                       f"{r['n_solved']}/{r['n_attempts']}", rate, f"[{style}]{inj:+.3f}[/]",
                       " ".join("+1" if x > 0 else "−1" for x in r["solver_rewards"]))
     console.print(table)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
 from ..artifact import Artifact
-from .common import STATUS_STYLE, console, print_json
+from ..text import printable
+from .common import safe, STATUS_STYLE, console, print_json
 
 EPILOG = """
 [bold]Examples[/]
@@ -43,25 +43,25 @@ def show(
     info.add_column()
     info.add_row("id", art.id)
     if art.has_metadata:
-        info.add_row("repository", escape(meta.repo.label) if meta.repo else "-")
+        info.add_row("repository", safe(meta.repo.label) if meta.repo else "-")
         info.add_row("base commit", meta.base_commit or "-")
         info.add_row("strategy", meta.strategy)
         info.add_row("order", str(meta.order) + (f" (parent {meta.parent})" if meta.parent else ""))
         info.add_row("created", meta.created or "-")
         if meta.injector:
-            info.add_row("injector", escape(", ".join(f"{k}={v}" for k, v in meta.injector.items())))
+            info.add_row("injector", safe(", ".join(f"{k}={v}" for k, v in meta.injector.items())))
     else:
         info.add_row("metadata", "[dim]no artifact.toml (hand-written: validate with --repo PATH)[/]")
-    info.add_row("test files", escape("\n".join(art.test_files)) or "[red]none[/]")
-    console.print(Panel(info, title=f"[bold]{escape(str(art.path))}[/]", title_align="left"))
+    info.add_row("test files", safe("\n".join(art.test_files)) or "[red]none[/]")
+    console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left"))
 
     if diffs:
         for name, text in (("bug_inject.diff", art.bug_diff), ("test_weaken.diff", art.weaken_diff)):
-            body = Syntax(text, "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
+            body = Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
             console.print(Panel(body, title=name, title_align="left"))
     if script:
-        console.print(Panel(Syntax(art.test_script, "bash", theme="ansi_dark"), title="test_script.sh", title_align="left"))
-        console.print(Panel(Syntax(art.test_parser, "python", theme="ansi_dark"), title="test_parser.py", title_align="left"))
+        console.print(Panel(Syntax(printable(art.test_script), "bash", theme="ansi_dark"), title="test_script.sh", title_align="left"))
+        console.print(Panel(Syntax(printable(art.test_parser), "python", theme="ansi_dark"), title="test_parser.py", title_align="left"))
 
     if validation:
         table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
@@ -70,11 +70,11 @@ def show(
         table.add_column("verdict", no_wrap=True)
         table.add_column("message", overflow="fold")
         for c in validation.get("checks", []):
-            table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), escape(c["message"]))
+            table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), safe(c["message"]))
         console.print(table)
         if validation.get("valid"):
             console.print(f"FAIL_TO_PASS ({len(validation['fail_to_pass'])}): "
-                          + escape(", ".join(validation["fail_to_pass"][:10]))
+                          + safe(", ".join(validation["fail_to_pass"][:10]))
                           + (" …" if len(validation["fail_to_pass"]) > 10 else ""))
     else:
         console.print("[dim]not validated yet: run `ssrkit validate` on it[/]")

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -17,7 +16,7 @@ from ..grade import GradeSettings
 from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
 from ..source import RepoSource
 from ..executor import Shard, shard_items
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+from .common import (safe, ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, executor_for, explicit_source,
                      model_client, print_json, sandbox_options, source_for)
@@ -176,19 +175,19 @@ def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool,
             load_expectations(items[0][0])
         raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
     for n in notes:
-        err_console.print(f"[yellow]{escape(n)}[/]", highlight=False)
+        err_console.print(f"[yellow]{safe(n)}[/]", highlight=False)
     return keep
 
 
 def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:
     if quiet:
         return run(None)
-    with Progress(TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(TextColumn(f"[bold]{safe(label)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=err_console, transient=True) as progress:
         task = progress.add_task("", total=None)
 
         def done(record: dict[str, Any]) -> None:
-            progress.update(task, advance=1, description=escape(f"{Path(record['artifact']).name}/{record['attempt']}"))
+            progress.update(task, advance=1, description=safe(f"{Path(record['artifact']).name}/{record['attempt']}"))
 
         return run(done)
 
@@ -206,8 +205,8 @@ def _render(records: list[dict[str, Any]], as_json: bool, items: list[tuple[Arti
         table.add_column("reason", overflow="fold")
         table.add_column("time", justify="right")
         for r in records:
-            table.add_row(escape(Path(r["artifact"]).name), r["attempt"], escape(str(r["solver"])),
-                          "[green]✔ solved[/]" if r["passed"] else "[red]✘ failed[/]", escape(r["reason"]),
+            table.add_row(safe(Path(r["artifact"]).name), r["attempt"], safe(str(r["solver"])),
+                          "[green]✔ solved[/]" if r["passed"] else "[red]✘ failed[/]", safe(r["reason"]),
                           f"{r.get('seconds', 0):.1f}s")
         console.print(table)
     else:
@@ -215,4 +214,4 @@ def _render(records: list[dict[str, Any]], as_json: bool, items: list[tuple[Arti
     for art, _ in items:
         recs = attempt_records(art)
         solved = sum(1 for r in recs if r.get("passed"))
-        console.print(f"{escape(str(art.path))}: {solved}/{len(recs)} attempt(s) solved")
+        console.print(f"{safe(str(art.path))}: {solved}/{len(recs)} attempt(s) solved")

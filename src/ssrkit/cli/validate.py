@@ -6,14 +6,13 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..artifact import Artifact, find_artifacts
 from ..executor import Shard, shard_items
 from ..validate import Settings, Validator, validate_all
-from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
+from .common import (safe, STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
                      RepoOpt, ShardOpt, WorkdirOpt, config_for, console, executor_for, explicit_source, print_json,
                      sandbox_options, source_for)
 
@@ -105,27 +104,27 @@ def _validate(items, validator: Validator, redo: bool, quiet: bool, ex) -> list[
             task = progress.add_task("", total=len(items))
 
             def done(art: Artifact, result: dict[str, Any], reused: bool) -> None:
-                progress.update(task, advance=1, description=escape(art.name))
+                progress.update(task, advance=1, description=safe(art.name))
 
             return validate_all(items, validator, redo=redo, on_done=done, executor=ex)
 
 
 def render_checks(result: dict[str, Any]) -> None:
-    table = Table(title=f"[bold]{escape(result['artifact'])}[/]", title_justify="left", expand=False)
+    table = Table(title=f"[bold]{safe(result['artifact'])}[/]", title_justify="left", expand=False)
     table.add_column("check", style="bold")
     table.add_column("verdict", no_wrap=True)
     table.add_column("message", overflow="fold")
     table.add_column("time", justify="right", no_wrap=True)
     for c in result["checks"]:
         secs = f"{c['seconds']:.2f}s" if c["seconds"] else ""
-        table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), escape(c["message"]), secs)
+        table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), safe(c["message"]), secs)
     console.print(table)
     if result["valid"]:
         console.print(f"[green bold]valid[/]  FAIL_TO_PASS: {len(result['fail_to_pass'])}  "
                       f"PASS_TO_PASS: {len(result['pass_to_pass'])}  ({result['seconds']:.1f}s)")
     else:
         first = next(c for c in result["checks"] if c["status"] == "failed")
-        console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {escape(first['message'])}")
+        console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {safe(first['message'])}")
 
 
 def render_summary(results: list[dict[str, Any]]) -> None:
@@ -137,8 +136,8 @@ def render_summary(results: list[dict[str, Any]]) -> None:
     table.add_column("time", justify="right")
     for r in results:
         first = next((c for c in r["checks"] if c["status"] == "failed"), None)
-        note = f"[bold]{first['name']}[/]: {escape(first['message'])}" if first else ", ".join(r.get("warnings", []))
-        table.add_row(escape(r["artifact"]), "[green]valid[/]" if r["valid"] else "[red]invalid[/]", note,
+        note = f"[bold]{first['name']}[/]: {safe(first['message'])}" if first else ", ".join(r.get("warnings", []))
+        table.add_row(safe(r["artifact"]), "[green]valid[/]" if r["valid"] else "[red]invalid[/]", note,
                       str(len(r["fail_to_pass"])), f"{r['seconds']:.1f}s")
     console.print(table)
     n_valid = sum(r["valid"] for r in results)

@@ -1,25 +1,26 @@
-"""A pids cgroup per local sandbox, when the machine lets us create one.
+"""Per-sandbox cgroups (pids and memory), when the machine lets us create them.
 
 RLIMIT_NPROC is not enforced for root (uid 0 is exempt, in any user namespace), so as root the only way
-to stop a fork bomb is the pids controller: every process a command starts joins the sandbox's cgroup
-(before bwrap or bash runs), `pids.max` caps their number, and `cgroup.procs` lists every survivor to kill,
-however it detached itself (setsid, double fork). cgroup v1 (`/sys/fs/cgroup/pids`) and v2 (a child of our
-own cgroup with the pids controller enabled) are both tried; when neither is writable, None is returned
-and the caller falls back to rlimits.
+to stop a fork bomb is the pids controller; and RLIMIT_AS bounds each process, not the tree (three processes
+hold three times the limit), nor the RAM-backed files a command writes to its tmpfs HOME, /tmp or workspace.
+So every process a command starts joins the sandbox's cgroups (before bwrap or bash runs): `pids.max` caps
+their number, the memory limit caps the whole tree's memory *including the tmpfs pages it writes* (shmem is
+charged to the writer's cgroup), and `cgroup.procs` lists every survivor to kill, however it detached itself
+(setsid, double fork). cgroup v1 (`/sys/fs/cgroup/pids`, `/sys/fs/cgroup/memory`) and v2 (a child of our own
+cgroup with the controllers enabled) are both tried; a controller that is not writable is left out, and
+`SandboxCgroup.create` returns None when neither is.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import re
 import signal
 import time
 
-from ._cleanup import pid_alive
+from ._cleanup import stale_names
 
 _counter = itertools.count()
-_parent: str | None | bool = False  # False: not probed yet
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
@@ -59,13 +60,14 @@ def _join(mount_root: str, mountpoint: str, cgpath: str) -> str:
     return os.path.join(mountpoint, rel.lstrip("/"))
 
 
-def _writable_dir(path: str) -> bool:
+def _writable_dir(path: str, controller: str = "pids") -> bool:
     probe = os.path.join(path, f"ssrkit-probe-{os.getpid()}-{next(_counter)}")
     try:
         os.mkdir(probe)
     except OSError:
         return False
-    ok = os.path.exists(os.path.join(probe, "pids.max"))
+    marker = _MARKER[controller]
+    ok = any(os.path.exists(os.path.join(probe, m)) for m in ((marker,) if isinstance(marker, str) else marker))
     try:
         os.rmdir(probe)
     except OSError:
@@ -73,88 +75,130 @@ def _writable_dir(path: str) -> bool:
     return ok
 
 
-def parent_dir() -> str | None:
-    """Where sandbox cgroups are created, or None when no pids cgroup is writable (cached)."""
-    global _parent
-    if _parent is not False:
-        return _parent  # type: ignore[return-value]
-    _parent = None
+def _v1_dir(controller: str) -> str | None:
     own = _own_paths()
     for root, mp, fstype, opts in _mounts():
-        if fstype == "cgroup" and "pids" in opts.split(","):
-            key = next((k for k in own if "pids" in k.split(",")), None)
+        if fstype == "cgroup" and controller in opts.split(","):
+            key = next((k for k in own if controller in k.split(",")), None)
             if key is None:
                 continue
             d = _join(root, mp, own[key])
-            if os.path.isdir(d) and _writable_dir(d):
-                _parent = d
+            if os.path.isdir(d) and _writable_dir(d, controller):
                 return d
+    return None
+
+
+def _v2_dir(controller: str) -> str | None:
+    own = _own_paths()
     for root, mp, fstype, _opts in _mounts():
         if fstype == "cgroup2" and "" in own:
             d = _join(root, mp, own[""])
             try:
                 with open(os.path.join(mp, "cgroup.controllers")) as fh:
-                    if "pids" not in fh.read().split():
+                    if controller not in fh.read().split():
                         continue
                 sub = os.path.join(d, "cgroup.subtree_control")
                 with open(sub) as fh:
-                    enabled = "pids" in fh.read().split()
+                    enabled = controller in fh.read().split()
                 if not enabled:
                     with open(sub, "w") as fh:
-                        fh.write("+pids")
+                        fh.write(f"+{controller}")
             except OSError:
                 continue
-            if _writable_dir(d):
-                _parent = d
+            if _writable_dir(d, controller):
                 return d
     return None
 
 
-class PidsCgroup:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.procs_file = os.path.join(path, "cgroup.procs")
+_parents: dict[str, str | None] = {}
+
+#: the file that proves a controller is active in a new cgroup directory
+_MARKER = {"pids": "pids.max", "memory": ("memory.limit_in_bytes", "memory.max")}
+
+
+def parent_dir(controller: str = "pids") -> str | None:
+    """Where sandbox cgroups of `controller` are created, or None when none is writable (cached)."""
+    if controller not in _parents:
+        _parents[controller] = _v1_dir(controller) or _v2_dir(controller)
+    return _parents[controller]
+
+
+class SandboxCgroup:
+    """The cgroup directories of one sandbox (one per v1 hierarchy, or one v2 directory)."""
+
+    def __init__(self, paths: list[str], controllers: list[str], memory_mb: int | None = None) -> None:
+        self.paths = paths
+        self.controllers = controllers
+        self.memory_mb = memory_mb
+        self.procs_files = [os.path.join(p, "cgroup.procs") for p in paths]
+
+    @property
+    def path(self) -> str:
+        return self.paths[0]
 
     @classmethod
-    def create(cls, max_pids: int) -> "PidsCgroup | None":
-        parent = parent_dir()
-        if parent is None:
-            return None
-        path = os.path.join(parent, f"ssrkit-{os.getpid()}-{next(_counter)}")
-        try:
-            os.mkdir(path)
-            with open(os.path.join(path, "pids.max"), "w") as fh:
-                fh.write(str(max(int(max_pids), 8)))
-        except OSError:
+    def create(cls, max_pids: int, memory_mb: int | None = None) -> "SandboxCgroup | None":
+        """pids (and memory, when `memory_mb`) cgroups for one sandbox; None when no controller is writable."""
+        name = f"ssrkit-{os.getpid()}-{next(_counter)}"
+        made: dict[str, str] = {}  # parent -> path
+        controllers: list[str] = []
+        for controller, value in (("pids", str(max(int(max_pids), 8))),
+                                  ("memory", str(int(memory_mb) * 1024 * 1024) if memory_mb else None)):
+            if value is None:
+                continue
+            parent = parent_dir(controller)
+            if parent is None:
+                continue
+            path = made.get(parent) or os.path.join(parent, name)
             try:
-                os.rmdir(path)
+                if parent not in made:
+                    os.mkdir(path)
+                    made[parent] = path
+                if controller == "pids":
+                    _write(os.path.join(path, "pids.max"), value)
+                elif os.path.exists(os.path.join(path, "memory.max")):
+                    _write(os.path.join(path, "memory.max"), value)
+                    _write(os.path.join(path, "memory.swap.max"), "0", missing_ok=True)
+                else:
+                    _write(os.path.join(path, "memory.limit_in_bytes"), value)
+                    _write(os.path.join(path, "memory.memsw.limit_in_bytes"), value, missing_ok=True)
+                controllers.append(controller)
             except OSError:
-                pass
+                continue
+        if not controllers:
+            for path in made.values():
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    pass
             return None
-        return cls(path)
+        return cls(list(made.values()), controllers, memory_mb if "memory" in controllers else None)
 
     def pids(self) -> list[int]:
-        try:
-            with open(self.procs_file) as fh:
-                return [int(x) for x in fh.read().split()]
-        except (OSError, ValueError):
-            return []
+        out: set[int] = set()
+        for f in self.procs_files:
+            try:
+                with open(f) as fh:
+                    out.update(int(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                pass
+        return sorted(out)
 
     def kill_all(self, timeout: float = 5.0) -> bool:
-        """SIGKILL every process in the cgroup until it is empty; True when it is."""
+        """SIGKILL every process in the cgroups until they are empty; True when they are."""
         deadline = time.monotonic() + timeout
-        kill_file = os.path.join(self.path, "cgroup.kill")
+        kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths]
         delay = 0.001
         while True:
             pids = self.pids()
             if not pids:
                 return True
-            if os.path.exists(kill_file):
-                try:
-                    with open(kill_file, "w") as fh:
-                        fh.write("1")
-                except OSError:
-                    pass
+            for kill_file in kill_files:
+                if os.path.exists(kill_file):
+                    try:
+                        _write(kill_file, "1")
+                    except OSError:
+                        pass
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -167,29 +211,36 @@ class PidsCgroup:
 
     def remove(self) -> None:
         self.kill_all()
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)
+        for path in self.paths:
+            _rmdir(path)
+
+
+def _write(path: str, value: str, missing_ok: bool = False) -> None:
+    try:
+        with open(path, "w") as fh:
+            fh.write(value)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+    except OSError:
+        if not missing_ok:
+            raise
+
+
+def _rmdir(path: str) -> None:
+    for _ in range(50):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
 
 
 def sweep_stale() -> None:
     """Remove cgroups left by ssrkit processes that no longer exist."""
-    parent = parent_dir()
-    if parent is None:
-        return
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        return
-    for name in names:
-        m = re.fullmatch(r"ssrkit-(\d+)-\d+", name)
-        if not m or pid_alive(int(m.group(1))):
-            continue
-        PidsCgroup(os.path.join(parent, name)).remove()
-
-
+    for controller in ("pids", "memory"):
+        parent = parent_dir(controller)
+        for name in stale_names(parent, r"ssrkit-(\d+)-\d+") if parent else []:
+            SandboxCgroup([os.path.join(parent, name)], [controller]).remove()

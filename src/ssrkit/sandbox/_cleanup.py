@@ -105,3 +105,19 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def stale_names(root: str, pattern: str) -> list[str]:
+    """Names in directory `root` matching `pattern` (its first group a pid) whose process is gone (not us)."""
+    import re
+
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        m = re.fullmatch(pattern, name)
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
+            out.append(name)
+    return out

@@ -108,6 +108,11 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Release everything: processes, containers, temporary directories. Idempotent."""
 
+    @property
+    def isolation(self) -> dict[str, object]:
+        """Which isolation is in force (recorded in validation.json's settings)."""
+        return {"backend": self.backend}
+
     # -- shared helpers built on the primitives ----------------------------------------------------
     def __enter__(self) -> "Sandbox":
         return self

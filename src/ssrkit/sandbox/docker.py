@@ -165,6 +165,7 @@ class DockerSandbox(Sandbox):
         self._closed = False
         self._snaps: set[str] = set()
         self._n = 0
+        self._ran = False
         self._tree_helper = False
         self._clean: str | None = None  # the snapshot the tree equals while nothing touched it
         self.container = None
@@ -182,6 +183,7 @@ class DockerSandbox(Sandbox):
         except docker.errors.APIError as e:
             raise SandboxError(f"cannot inspect Docker image {image!r}: {e.explanation or e}") from None
         env = dict(_BASE_ENV)
+        env["HOME"] = f"{STATE}/home"  # private, emptied with /tmp by every reset
         for k, v in self.options.env.items():
             if not is_secret_name(k):
                 env[k] = v
@@ -212,7 +214,7 @@ class DockerSandbox(Sandbox):
             self.container = self.client.containers.create(**kwargs)
             self.container.start()
             res = self._exec_simple(
-                f"mkdir -p {STATE}/scratch {STATE}/snaps {STATE}/io && test -d {shlex.quote(self.root)}"
+                f"mkdir -p {STATE}/scratch {STATE}/snaps {STATE}/io {STATE}/home && test -d {shlex.quote(self.root)}"
                 f" || {{ echo 'ssrkit: no directory {self.root} in the image (wrong --workdir?)'; exit 3; }}; "
                 "command -v bash >/dev/null || { echo 'ssrkit: the image has no bash'; exit 3; }; "
                 "python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null && echo ssrkit:py",
@@ -254,6 +256,7 @@ class DockerSandbox(Sandbox):
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean = None
+        self._ran = True
         api = self.client.api
         start = time.monotonic()
         in_cwd = self.root if cwd is None else posixpath.normpath(posixpath.join(self.root, cwd))
@@ -476,6 +479,10 @@ class DockerSandbox(Sandbox):
             if name not in self._snaps:
                 known = ", ".join(sorted(self._snaps)) or "none"
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
+            if self._ran:  # every reset starts a run with an empty HOME and /tmp
+                self._exec_simple(f"rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* {STATE}/home 2>/dev/null; "
+                                  f"mkdir -p {STATE}/home", timeout=120)
+                self._ran = False
             if self._clean == name:
                 return
             self._clean = None
@@ -510,6 +517,20 @@ class DockerSandbox(Sandbox):
                         break
                     time.sleep(0.2 * (attempt + 1))
         _cleanup.unregister(self)
+
+    @property
+    def isolation(self) -> dict[str, object]:
+        lim = self.limits
+        return {
+            "backend": "docker",
+            "mechanism": "container",
+            "filesystem": "the image only (no host path mounted); private HOME, /tmp emptied by every reset",
+            "network": "host" if lim.network else "none",
+            "processes": "container pid namespace; leftovers killed after every command",
+            "memory": f"container cgroup: {lim.memory_mb} MiB for the whole process tree",
+            "pids": f"container cgroup: {lim.pids}",
+            "not_isolated": ["network (enabled by Limits.network)"] if lim.network else [],
+        }
 
     def __repr__(self) -> str:
         name = getattr(self.container, "name", "?")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..errors import SandboxError
-from ..source import RepoSource
+from ..source import RepoSource, require_git_toplevel
 from .base import PRISTINE, Sandbox, SandboxOptions
 
 BACKENDS = ("auto", "local", "docker")
@@ -24,6 +25,7 @@ def open_sandbox(source: RepoSource, backend: str = "auto", options: SandboxOpti
     if backend == "auto":
         backend = "docker" if source.kind == "image" else "local"
     sb: Sandbox
+    _check_source(source)
     if backend == "local":
         if source.kind != "local":
             raise SandboxError(f"the local backend needs a repository directory, not the image {source.image!r};"
@@ -58,6 +60,7 @@ def fingerprint(source: RepoSource) -> str:
     local: HEAD commit + `git status --porcelain --ignored` + size/mtime of the changed, untracked and
     ignored entries (+ the path); image: the image id + workdir. Used to cache the original-code test run.
     """
+    _check_source(source)
     if source.kind == "local":
         from ._repo import local_fingerprint
 
@@ -76,6 +79,12 @@ def fingerprint(source: RepoSource) -> str:
     finally:
         c.close()
     return f"image-{img.id.split(':')[-1][:32]}-{source.workdir}"
+
+
+def _check_source(source: RepoSource) -> None:
+    """A local repository named by artifact.toml must be the top of a git work tree."""
+    if source.kind == "local" and source.from_metadata and source.path and os.path.isdir(source.path):
+        require_git_toplevel(Path(source.path))
 
 
 def docker_available() -> str | None:

@@ -14,35 +14,47 @@ Workspace
     is skipped.
 
 Isolation (bubblewrap, when `bwrap` is installed and works)
-    read-only view of the machine (`--ro-bind / /`), the workspace mounted read-write at the *original
-    repository path* (editable installs of the original import the workspace's code; absolute paths keep
-    working), a private /tmp per sandbox (PATH / VIRTUAL_ENV / PYTHONPATH entries under /tmp are mounted
-    back read-only), private HOME and scratch directories, fresh /dev and /proc, new user, network, pid
-    namespaces and session, all capabilities dropped, `--die-with-parent`. A command's processes all live in
-    its pid namespace: when the command exits or times out, the namespace and everything in it dies.
+    The view is built from an allow-list, read-only: the system's toolchain directories (`SYSTEM_ROOTS`:
+    /usr, /etc, /opt …) and the toolchain directories the environment names (`toolchain_dirs`: venvs,
+    conda, pyenv, editable installs, ssrkit's own interpreter); files under /etc that other users may not
+    read (/etc/shadow, private keys) are covered. Nothing else of the machine exists inside: no /run or
+    /var (so no host unix socket), no /home or /root (the invoking user's HOME), no other workspace. The
+    workspace is mounted read-write at the *original repository path* (editable installs of the original
+    import the workspace's code; absolute paths keep working), with private /tmp (= /var/tmp), HOME and
+    scratch directories; HOME and /tmp are emptied by every `reset`. Fresh /dev and /proc, new user,
+    network and pid namespaces and session, all capabilities dropped, `--die-with-parent`, the root
+    read-only. `SandboxOptions.hide` paths outside the view need nothing (they leave no trace in
+    /proc/self/mountinfo); inside it they are covered by an empty tmpfs or /dev/null. A command's processes
+    all live in its pid namespace: when the command exits or times out, everything in it dies.
 
     Without bubblewrap (or with `isolation="none"`), commands are plain subprocesses in their own session,
     at the workspace path (`root`), with the workspace root and its `src/` first on PYTHONPATH so an
-    editable install of the original does not shadow the workspace. One warning is logged.
+    editable install of the original does not shadow the workspace; in their own pid namespace and /proc
+    via `unshare` where that works (as root, or with user namespaces). One warning says exactly what is not
+    isolated (`not_isolated`).
 
 Limits
     rlimits set by a bash wrapper inside the sandbox: address space (`memory_mb`), processes (`pids`, set
     inside the user namespace so it counts only the sandbox's processes), file size, CPU seconds, no core
-    dumps. uid 0 is exempt from RLIMIT_NPROC, so as root a pids cgroup (`_cgroup.py`) caps the process
-    count when one can be created; the cgroup also lists every survivor to kill. Output is read from one
-    pipe while the command runs, bounded by `OutputCapture` (head + tail).
+    dumps. Where the machine allows, each sandbox also gets cgroups (`_cgroup.py`): pids (uid 0 is exempt
+    from RLIMIT_NPROC) and memory — `memory_mb` for the whole process tree, RAM-backed files it writes to
+    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Output is read
+    from one pipe while the command runs, bounded by `OutputCapture` (head + tail). `isolation` reports
+    what is in force.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import logging
 import os
 import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -86,17 +98,11 @@ def _tmp_root() -> str:
 
 def _sweep_stale_dirs(root: str) -> None:
     """Remove temp roots of ssrkit processes that died without cleaning up (SIGKILL, power loss)."""
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return
-    for name in names:
-        m = re.fullmatch(r"ssrkit-(\d+)-[A-Za-z0-9_]+", name)
-        if m and int(m.group(1)) != os.getpid() and not _cleanup.pid_alive(int(m.group(1))):
-            try:
-                force_rmtree(os.path.join(root, name))
-            except OSError:
-                pass
+    for name in _cleanup.stale_names(root, r"ssrkit-(\d+)-[A-Za-z0-9_]+"):
+        try:
+            force_rmtree(os.path.join(root, name))
+        except OSError:
+            pass
 
 
 class _Session:
@@ -187,6 +193,34 @@ def bwrap_flags() -> tuple[list[str] | None, str]:
         return _probe_result
 
 
+_unshare_result: list[str] | None = None
+
+
+def unshare_flags() -> list[str]:
+    """`unshare` flags that give a command its own pid namespace and /proc without bubblewrap (other
+    processes, ssrkit's own environment among them, are then invisible, and killing the namespace's first
+    process kills all of it); [] where that is impossible. Cached."""
+    global _unshare_result
+    with _probe_lock:
+        if _unshare_result is not None:
+            return _unshare_result
+        _unshare_result = []
+        exe = shutil.which("unshare")
+        if exe is None:
+            return _unshare_result
+        base = ["--pid", "--fork", "--kill-child", "--mount-proc"]
+        for extra in ([] if os.geteuid() == 0 else ["--user", "--map-current-user"],):
+            flags = [exe, *extra, *base]
+            try:
+                p = subprocess.run([*flags, "true"], capture_output=True, timeout=20, cwd="/")
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if p.returncode == 0:
+                _unshare_result = flags
+                break
+        return _unshare_result
+
+
 def isolation_available() -> str | None:
     """None when bubblewrap isolation works on this machine, else the reason."""
     flags, why = bwrap_flags()
@@ -268,28 +302,136 @@ def _limits_script(limits: Limits) -> str:
     return _LIMITS_SCRIPT.format(lines=" ".join(lines) + " ")
 
 
-def _tmp_rebinds(env: Mapping[str, str], repo: str) -> list[str]:
-    """Toolchain directories under /tmp (hidden by the private /tmp) to mount back read-only."""
+#: what a bubblewrap sandbox sees of the machine, read-only: the system's toolchain directories (and, added
+#: per command, the toolchain directories named by its environment). Nothing else of the host exists there:
+#: no /run, /var, /home or /root, so no host socket, no user's files, no other workspace or artifact.
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix", "/gnu",
+                "/sys")
+_TOOL_VARS = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME", "JAVA_HOME", "GOROOT", "GOPATH", "CARGO_HOME",
+              "RUSTUP_HOME")
+_PATH_VARS = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _python_prefixes(d: str) -> list[str]:
+    """Prefixes of the interpreters in bin directory `d` (a venv's `python` links to its base install)."""
+    out = []
+    try:
+        names = [n for n in os.listdir(d) if n.startswith("python")]
+    except OSError:
+        return out
+    for n in names:
+        real = os.path.realpath(os.path.join(d, n))
+        if os.path.isfile(real):
+            out.append(os.path.dirname(os.path.dirname(real)))
+    return out
+
+
+def _venv_extras(venv: str) -> list[str]:
+    """Directories a virtualenv needs besides itself: its base interpreter, and what its .pth files and
+    editable-install finders point to."""
+    out = []
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition("=")
+                if key.strip() == "home" and os.path.isabs(value.strip()):
+                    out.append(os.path.dirname(value.strip()))
+    except OSError:
+        pass
+    for sp in glob.glob(os.path.join(venv, "lib", "python*", "site-packages")):
+        for f in glob.glob(os.path.join(sp, "*.pth")) + glob.glob(os.path.join(sp, "__editable__*.py")):
+            try:
+                with open(f, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read(200_000)
+            except OSError:
+                continue
+            lines = [ln.strip() for ln in text.splitlines()] if f.endswith(".pth") else \
+                re.findall(r"[\'\"](/[^\'\"]+)[\'\"]", text)
+            for ln in lines:
+                if ln.startswith("/") and os.path.isdir(ln):
+                    out.append(ln)
+    return out
+
+
+def toolchain_dirs(env: Mapping[str, str], *, visible: tuple[str, ...] = SYSTEM_ROOTS,
+                   refuse: list[str] = ()) -> list[str]:
+    """Directories outside `visible` that the environment's toolchain lives in (venvs, conda, an
+    interpreter under /tmp or HOME, editable installs), to mount read-only. Never `/`, never a directory
+    holding one of `refuse` (the user's HOME, the repository)."""
     cands: list[str] = []
-    for var in ("PATH", "PYTHONPATH"):
+    for var in _PATH_VARS:
         cands += [p for p in env.get(var, "").split(":") if p]
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONHOME"):
-        if env.get(var):
-            cands.append(env[var])
+    cands += [env[v] for v in _TOOL_VARS if env.get(v)]
     out: list[str] = []
-    for c in cands:
+    seen: set[str] = set()
+    while cands:
+        c = cands.pop(0)
         if not os.path.isabs(c):
             continue
         c = os.path.normpath(c)
+        if c in seen or not os.path.isdir(c):
+            continue
+        seen.add(c)
         if os.path.basename(c) == "bin" and os.path.isfile(os.path.join(os.path.dirname(c), "pyvenv.cfg")):
-            c = os.path.dirname(c)
-        if not (c == "/tmp" or c.startswith("/tmp/")) or c == "/tmp" or not os.path.isdir(c):
+            cands.append(os.path.dirname(c))
+            cands += _python_prefixes(c)
             continue
-        if c == repo or c.startswith(repo + "/"):
+        if os.path.isfile(os.path.join(c, "pyvenv.cfg")):
+            cands += _venv_extras(c)
+            cands += _python_prefixes(os.path.join(c, "bin"))
+        elif os.path.basename(c) in ("bin", "shims"):
+            cands += _python_prefixes(c)
+            if os.path.isdir(os.path.join(os.path.dirname(c), "libexec")):
+                cands.append(os.path.dirname(c))  # a version manager's shims call its libexec (pyenv, rbenv)
+        real = os.path.realpath(c)
+        if real != c:
+            cands.append(real)
+        if c == "/" or any(_under(c, v) for v in visible):
             continue
-        if any(c == o or c.startswith(o + "/") for o in out):
-            continue
-        out = [o for o in out if not o.startswith(c + "/")] + [c]
+        if any(_under(r, c) for r in refuse if r):
+            continue  # binding it would show the user's HOME
+        out.append(c)
+    out = sorted(set(out), key=len)
+    return [d for i, d in enumerate(out) if not any(_under(d, o) for o in out[:i])]
+
+
+_secret_cache: list[str] | None = None
+
+
+def etc_secrets(root: str = "/etc", depth: int = 4) -> list[str]:
+    """Files and directories under /etc that other users may not read (shadow, private keys): covered in the
+    sandbox, whose uid 0 would otherwise read them as their owner. Cached per process."""
+    global _secret_cache
+    if _secret_cache is not None and root == "/etc":
+        return _secret_cache
+    out: list[str] = []
+    base = root.rstrip("/").count("/")
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in list(dirnames):
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if not stat.S_ISLNK(st.st_mode) and (st.st_mode & 0o005) != 0o005:
+                out.append(p)
+                dirnames.remove(name)
+            elif p.count("/") - base >= depth:
+                dirnames.remove(name)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and not st.st_mode & 0o004:
+                out.append(p)
+    if root == "/etc":
+        _secret_cache = out
     return out
 
 
@@ -315,21 +457,23 @@ class LocalSandbox(Sandbox):
             flags, why = bwrap_flags()
             if flags is None and isolation == "bwrap":
                 raise SandboxError(f"bubblewrap isolation requested but {why}")
-            if flags is None:
-                _warn_once("nobwrap", "ssrkit: %s; local sandboxes run commands as plain subprocesses "
-                           "without network or filesystem isolation", why)
             self._bwrap = flags
+            self._why_not = why
+        else:
+            self._why_not = "isolation 'none' was asked for"
         self.isolated = self._bwrap is not None
+        self._unshare = [] if self.isolated else unshare_flags()
         self._lock = threading.RLock()
         self._state_lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._closed = False
         self._token = uuid.uuid4().hex
         self._stdin_n = 0
+        self._ran = False
         self._snapshots: dict[str, Tree] = {}
         self._owned: list[Tree] = []
         self._clean_tree = None
-        self.cgroup: _cgroup.PidsCgroup | None = None
+        self.cgroup: _cgroup.SandboxCgroup | None = None
 
         sess = _session()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
@@ -347,13 +491,64 @@ class LocalSandbox(Sandbox):
             self.scratch = os.path.join(self.dir, "scratch")
             self.home = os.path.join(self.dir, "home")
             self.root = self.original if self.isolated else self.ws.path
-            self.cgroup = _cgroup.PidsCgroup.create(self.limits.pids)
-            if self.cgroup is None and os.geteuid() == 0:
+            self.cgroup = _cgroup.SandboxCgroup.create(self.limits.pids, self.limits.memory_mb)
+            if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
+            if not self.isolated:
+                _warn_once("nobwrap", "ssrkit: %s; local sandboxes run commands as plain subprocesses. NOT "
+                           "isolated: %s", self._why_not, "; ".join(self.not_isolated()))
         except BaseException:
             self.close()
             raise
+
+    # -- what is isolated --------------------------------------------------------------------------------
+    def _memory_cgroup(self) -> bool:
+        return self.cgroup is not None and "memory" in self.cgroup.controllers
+
+    def _kill_method(self) -> str:
+        if self.isolated:
+            return "pid namespace (bubblewrap)" + (" and cgroup" if self.cgroup else "")
+        if self._unshare:
+            return "pid namespace (unshare)" + (" and cgroup" if self.cgroup else "")
+        if self.cgroup is not None:
+            return "cgroup"
+        return ("process group and environment-token scan only: a process that calls setsid and clears its "
+                "environment survives")
+
+    def not_isolated(self) -> list[str]:
+        """What this sandbox does not isolate, one phrase each (empty with bubblewrap and cgroups)."""
+        out = []
+        if not self.isolated:
+            out.append("network (the host's interfaces, loopback services and the internet)")
+            out.append("filesystem (everything this user can read or write, HOME and the repository included)")
+            if not self._unshare:
+                out.append("/proc of other processes (their command lines and environments, ssrkit's own included)")
+        elif self.limits.network:
+            out.append("network (enabled by Limits.network)")
+        if not self._memory_cgroup():
+            out.append("memory of the process tree (only a per-process address-space limit; RAM-backed files in "
+                       "HOME, /tmp and the workspace are unbounded)")
+        if not self.isolated and not self._unshare and self.cgroup is None:
+            out.append(f"process cleanup ({self._kill_method()})")
+        return out
+
+    @property
+    def isolation(self) -> dict[str, object]:
+        mem = (f"cgroup: {self.limits.memory_mb} MiB for the whole process tree, tmpfs writes included"
+               if self._memory_cgroup() else f"address-space rlimit per process ({self.limits.memory_mb} MiB)")
+        pids = "cgroup" if self.cgroup is not None and "pids" in self.cgroup.controllers else "rlimit"
+        return {
+            "backend": "local",
+            "mechanism": "bubblewrap" if self.isolated else ("unshare" if self._unshare else "none"),
+            "filesystem": ("allow-list view: system toolchain read-only, workspace, private HOME and /tmp; "
+                           "secrets and hidden paths covered") if self.isolated else "none (the host's)",
+            "network": "isolated" if self.isolated and not self.limits.network else "host",
+            "processes": self._kill_method(),
+            "memory": mem,
+            "pids": f"{pids}: {self.limits.pids}",
+            "not_isolated": self.not_isolated(),
+        }
 
     # -- paths -------------------------------------------------------------------------------------------
     @property
@@ -431,7 +626,18 @@ class LocalSandbox(Sandbox):
             if self._clean_tree is not tree:
                 self.ws.reset(tree)
             self._clean_tree = tree
+            self._fresh_private_dirs()
             self._gc()
+
+    def _fresh_private_dirs(self) -> None:
+        """Empty HOME and /tmp after any command ran: every reset starts a run with nothing left by the last."""
+        if not self._ran:
+            return
+        for sub in ("home", "tmp"):
+            d = os.path.join(self.dir, sub)
+            force_rmtree(d)
+            os.mkdir(d, 0o700)
+        self._ran = False
 
     def _gc(self) -> None:
         live = {id(t) for t in self._snapshots.values()}
@@ -472,38 +678,63 @@ class LocalSandbox(Sandbox):
     def _argv(self, command: str, cwd: str, env: Mapping[str, str]) -> list[str]:
         inner = [_BASH, "-c", _limits_script(self.limits), "ssrkit-sandbox", command]
         if self._bwrap is None:
-            argv = inner
+            argv = [*self._unshare, *inner]
         else:
-            b = [*self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                 "--bind", os.path.join(self.dir, "tmp"), "/tmp"]
-            for d in _tmp_rebinds(env, self.original):
-                b += ["--ro-bind", d, d]
-            b += self._hide_flags()
-            b += ["--bind", self.ws.path, self.original]
-            for name in self.skipped:
-                src = os.path.join(self.original, name)
-                b += ["--ro-bind", src, src]
-            b += ["--bind", self.scratch, self.scratch, "--bind", self.home, self.home]
-            if not self.limits.network:
-                b.append("--unshare-net")
-            b += ["--unshare-pid", "--die-with-parent", "--new-session", "--chdir", cwd, "--"]
-            argv = b + inner
-        if self.cgroup is not None:
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', self.cgroup.procs_file, *argv]
+            argv = [*self._bwrap, *self._view_flags(env), "--chdir", cwd, "--", *inner]
+        procs = self.cgroup.procs_files if self.cgroup is not None else []
+        if procs:  # join every cgroup of the sandbox, then become the command
+            joins = " && ".join(f'echo $$ > "${i}"' for i in range(len(procs)))
+            shift = f" && shift {len(procs) - 1}" if len(procs) > 1 else ""
+            argv = ["/bin/sh", "-c", f'{joins}{shift} && exec "$@"', *procs, *argv]
         return argv
 
-    def _hide_flags(self) -> list[str]:
-        """Cover each `options.hide` path with an empty tmpfs (directory) or /dev/null (file).
+    def _view_flags(self, env: Mapping[str, str]) -> list[str]:
+        """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
+        HOME and scratch, the workspace at the original path, secrets and hidden paths covered."""
+        user_home = os.path.realpath(os.path.expanduser("~"))
+        b: list[str] = []
+        for root in SYSTEM_ROOTS:
+            if os.path.islink(root):
+                b += ["--symlink", os.readlink(root), root]
+            elif os.path.isdir(root):
+                b += ["--ro-bind", root, root]
+        for p in etc_secrets():
+            b += ["--tmpfs", p] if os.path.isdir(p) else ["--ro-bind", "/dev/null", p]
+        b += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--dir", "/var", "--symlink", "../run",
+              "/var/run", "--bind", os.path.join(self.dir, "tmp"), "/tmp", "--bind", os.path.join(self.dir, "tmp"),
+              "/var/tmp"]
+        # the environment's toolchain, and the interpreter ssrkit runs on (test scripts may name it by path)
+        own = {**env, "PATH": env.get("PATH", "") + ":" + os.path.dirname(sys.executable)}
+        tools = [d for d in toolchain_dirs(own, refuse=[user_home, self.original]) if not _under(d, self.original)]
+        for d in tools:
+            b += ["--ro-bind", d, d]
+        visible = [*SYSTEM_ROOTS, *tools]
+        b += self._hide_flags(visible)
+        if user_home != "/" and any(_under(user_home, v) for v in visible) and not _under(self.original, user_home):
+            b += ["--tmpfs", user_home]
+        b += ["--bind", self.ws.path, self.original]
+        for name in self.skipped:
+            src = os.path.join(self.original, name)
+            b += ["--ro-bind", src, src]
+        b += ["--bind", self.scratch, self.scratch, "--bind", self.home, self.home, "--remount-ro", "/"]
+        if not self.limits.network:
+            b.append("--unshare-net")
+        b += ["--unshare-pid", "--die-with-parent", "--new-session"]
+        return b
 
-        A path holding the repository, the sandbox's own directories or the toolchain is never hidden.
-        """
+    def _hide_flags(self, visible: list[str]) -> list[str]:
+        """Cover each `options.hide` path that the view would show with an empty tmpfs (directory) or
+        /dev/null (file). Paths outside the view need nothing: they do not exist in the sandbox, and leave no
+        trace in its mount table. A path holding the repository or the sandbox is never hidden."""
         flags: list[str] = []
-        keep = [self.original, self.dir, os.path.dirname(_BASH), os.path.realpath(sys.prefix), os.path.dirname(os.path.realpath(sys.executable))]
+        keep = [self.original, self.dir]
         for raw in self.options.hide:
             p = os.path.realpath(raw)
-            if p == "/" or any(k == p or k.startswith(p.rstrip("/") + "/") for k in keep):
-                _warn_once(f"hide:{p}", "ssrkit: not hiding %s from the sandbox: it holds the repository, the "
-                           "sandbox or the toolchain", p)
+            if not any(_under(p, v) for v in visible):
+                continue
+            if p == "/" or any(_under(k, p) for k in keep):
+                _warn_once(f"hide:{p}", "ssrkit: not hiding %s from the sandbox: it holds the repository or "
+                           "the sandbox", p)
                 continue
             if os.path.isdir(p):
                 flags += ["--tmpfs", p]
@@ -519,6 +750,7 @@ class LocalSandbox(Sandbox):
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean_tree = None
+        self._ran = True
         full_env = self._env(env)
         in_cwd = self._resolve_cwd(cwd)
         if self.isolated:

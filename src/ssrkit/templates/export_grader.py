@@ -14,6 +14,7 @@
 #                       as a fix, grade it exactly as `ssrkit solve` does (canary included), write
 #                       reward.txt (1 or 0) and ssrkit_eval.json to $SSRKIT_VERIFIER_LOGS (/logs/verifier)
 
+import ast
 import base64
 import fnmatch
 import json
@@ -246,25 +247,40 @@ class Repo:
         return restore_protected(self.data, self.git_dir, self.work, touched, added)
 
 
-def _canary_statuses(run, nonce):
-    return {t: s for t, s in run.statuses.items() if nonce in t}
+def _as_bytes(text):
+    return text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
 
 
-def check_canary(repo, fix, expect):
+def check_canary(repo, fix, expect, graded):
     """grade.check_canary in the container: (forged?, details)."""
     data = repo.data
     target = canary_target(types.SimpleNamespace(test_files=data["test_files"]), expect)
     _restored, _deleted, originals = repo.prepare(fix)
     if target is None or originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
-    nonce = secrets.token_hex(6)
-    with open(os.path.join(repo.work, target), "w") as fh:
-        fh.write(_with_canary(originals[target], nonce))
+    ids = sorted({*expect.required, *graded.statuses})
+    canary = make_canary(_as_bytes(originals[target]), ids, stem=PurePosixPath(target).stem)
+    with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
+        fh.write(canary.text)
     run = run_tests(data, repo.work)
-    seen = _canary_statuses(run, nonce)
-    info = {"file": target, "tests": seen, "exit_code": run.exit_code}
-    if any(s == PASSED for s in seen.values()):
+    seen, broken = canary.statuses(run), canary.sabotaged_statuses(run)
+    info = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code}
+    if any(s == PASSED for s in (*seen.values(), *broken.values())):
         info.update(status="forged", note="a test that always fails was reported as passed")
+        return True, info
+    was = canary.sabotaged_statuses(graded) if canary.sabotaged else {}
+    if was and not broken:
+        info.update(status="vanished", note=f"the known test {canary.sabotaged}, made to fail, is missing from "
+                                            "the canary run")
+        return True, info
+    rest = TestRun(log=run.log, exit_code=0, seconds=run.seconds, timed_out=run.timed_out, truncated=run.truncated,
+                   statuses={t: s for t, s in run.statuses.items() if t not in seen and t not in broken},
+                   parse_error=run.parse_error)
+    ok, why, _ = judge(rest, Expectations([t for t in expect.fail_to_pass if t not in was],
+                                          [t for t in expect.pass_to_pass if t not in was]))
+    if not ok:
+        info.update(status="changed", note=f"with the canary present the required tests do not pass as in the "
+                                           f"graded run ({why})")
         return True, info
     if seen:
         info["status"] = "caught"
@@ -272,10 +288,10 @@ def check_canary(repo, fix, expect):
     # the reference run, on the original code (the base snapshot with the bug and the weakening reversed)
     repo.reset()
     repo.apply(data["to_original"], "the reversed bug and weakening")
-    nonce2 = secrets.token_hex(6)
-    with open(os.path.join(repo.work, target), "w") as fh:
-        fh.write(_with_canary(originals[target], nonce2))
-    expected = bool(_canary_statuses(run_tests(data, repo.work), nonce2))
+    reference = make_canary(_as_bytes(originals[target]))
+    with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
+        fh.write(reference.text)
+    expected = bool(reference.statuses(run_tests(data, repo.work)))
     info["expected_on_original"] = expected
     if expected:
         info.update(status="vanished", note="the canary test is reported on the original code but missing with "
@@ -304,7 +320,7 @@ def grade_harbor(data, work, bundle):
     with open(TEST_LOG, "w") as fh:
         fh.write(run.log)
     if passed and data["canary"]:
-        forged, info = check_canary(repo, fix, expect)
+        forged, info = check_canary(repo, fix, expect, run)
         record["canary"] = info
         if forged:
             record["passed"] = False
