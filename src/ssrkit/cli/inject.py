@@ -42,6 +42,8 @@ Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on 
 #: --agent NAME -> runner(source, out, options) -> (artifact dicts, stats dict). The LLM injector registers
 #: itself here when it is available (see `register_agent`).
 AgentRunner = Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]]
+#: key of the stats dict holding the lines of a run that wrote nothing (why, and the setting to change)
+DIAGNOSIS = "diagnosis"
 AGENTS: dict[str, AgentRunner] = {}
 
 
@@ -55,7 +57,10 @@ def _procedural(source: RepoSource, out: Path, **kw: Any) -> tuple[list[dict[str
     from ..inject.procedural import inject
 
     result = inject(source, out, **kw)
-    return [a.to_dict() for a in result.artifacts], {k: v.to_dict() for k, v in result.stats.items()}
+    stats: dict[str, Any] = {k: v.to_dict() for k, v in result.stats.items()}
+    if result.diagnosis:
+        stats[DIAGNOSIS] = result.diagnosis
+    return [a.to_dict() for a in result.artifacts], stats
 
 
 register_agent("procedural", _procedural)
@@ -121,6 +126,8 @@ def inject(
     if as_json:
         artifacts, stats = AGENTS[agent](source, out, **kwargs)
         write_summary(out, artifacts, stats)
+        for line in stats.get(DIAGNOSIS) or []:
+            typer.echo(f"ssrkit inject: {line}", err=True)
         print_json(artifacts)
         raise typer.Exit(0 if len(artifacts) >= n else 1)
 
@@ -132,6 +139,9 @@ def inject(
         def on_event(e: Event) -> None:
             if e.kind == "phase":
                 progress.update(task, description=escape(e.message))
+                return
+            if e.kind == "note":
+                progress.console.print(f"[dim]note:[/] {escape(e.message)}")
                 return
             o = e.outcome
             counts["tried"] += 1
@@ -174,8 +184,14 @@ def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, s
 
 
 def write_summary(out: Path, artifacts: list[dict[str, Any]], stats: dict[str, Any]) -> None:
-    """out/inject.json: what this invocation tried per strategy (reports count discarded candidates from it)."""
-    atomic_write_json(Path(out) / "inject.json", {"by_strategy": stats, "artifacts": artifacts})
+    """out/inject.json: what this invocation tried per strategy (reports count discarded candidates from it),
+    and the diagnosis of a run that wrote nothing."""
+    stats = dict(stats)
+    diagnosis = stats.pop(DIAGNOSIS, None)
+    data: dict[str, Any] = {"by_strategy": stats, "artifacts": artifacts}
+    if diagnosis:
+        data[DIAGNOSIS] = diagnosis
+    atomic_write_json(Path(out) / "inject.json", data)
 
 
 def render_llm(records: list[dict[str, Any]], stats: dict[str, Any], out: Path) -> None:
@@ -197,7 +213,10 @@ def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: 
     table = Table(title="candidates per strategy", title_justify="left")
     for col in ("strategy", "tried", "valid", "kept", "yield", "discarded (why)"):
         table.add_column(col, justify="left" if col in ("strategy", "discarded (why)") else "right")
+    diagnosis = stats.get(DIAGNOSIS) or []
     for name, st in stats.items():
+        if name == DIAGNOSIS:
+            continue
         why = ", ".join(f"{k} {v}" for k, v in sorted(st.get("statuses", {}).items()) if k not in ("valid", "reused"))
         table.add_row(name, str(st["tried"]), str(st["valid"]), str(st["kept"]), f"{st['yield']:.0%}", why)
     console.print(table)
@@ -211,3 +230,5 @@ def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: 
         console.print(arts)
     colour = "green" if len(artifacts) >= n else "yellow"
     console.print(f"[{colour} bold]{len(artifacts)}/{n}[/] valid artifact(s) written")
+    for i, line in enumerate(diagnosis):
+        console.print(("[yellow bold]why:[/] " if i == 0 else "     ") + escape(line))

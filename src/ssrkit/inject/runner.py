@@ -54,9 +54,11 @@ class Profile:
 
     # -- commands --------------------------------------------------------------------------------
     def full_command(self) -> str:
-        """Runs the whole suite the way the repository configures it (for the per-test coverage map)."""
+        """Runs the whole suite the way the repository configures it (for the per-test coverage map).
+
+        A test module that errors at collection does not stop the others (it is excluded later)."""
         if self.runner == PYTEST:
-            return _join(self.base, "-p no:cacheprovider -q", self._args())
+            return _join(self.base, "-p no:cacheprovider -q --continue-on-collection-errors", self._args())
         discover = " ".join(shlex.quote(a) for a in self.discover)
         return _join(self.base, "discover -v", discover, self._args()) + " 2>&1"
 

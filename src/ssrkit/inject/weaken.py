@@ -72,8 +72,16 @@ def _find_in_bases(module: list[ast.stmt], cls: ast.ClassDef, name: str, seen: s
 
 
 def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>") -> str:
-    """`text` without the test functions at `locations` (all in this one file)."""
-    st = SourceText(text, path)
+    """`text` without the test functions at `locations` (all in this one file).
+
+    Only Python test modules are edited: a doctest text file or any other file that does not parse as Python
+    raises WeakenError with the reason, never a SyntaxError."""
+    if path != "<test>" and not path.endswith(".py"):
+        raise WeakenError(f"{path} is not a Python test module (a doctest text or data file): not weakened")
+    try:
+        st = SourceText(text, path)
+    except (SyntaxError, ValueError) as e:
+        raise WeakenError(f"{path} does not parse as Python ({getattr(e, 'msg', e)}): not weakened") from None
     targets: dict[int, _Target] = {}
     for loc in locations:
         t = _find(st, loc)

@@ -1,16 +1,25 @@
 """pytest plugin of ssrkit's per-test coverage (loaded through PYTEST_PLUGINS): context = node id."""
 
+import os
+
 import pytest
 
 import ssrkit_cov
 
 
+_root = None
+
+
 def pytest_configure(config):
+    global _root
     ssrkit_cov.under_pytest = True
+    _root = str(getattr(config, "rootpath", None) or getattr(config, "rootdir", "") or ".")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    if type(item).__name__ == "DoctestItem":
+        ssrkit_cov.doctest(item.nodeid)
     ssrkit_cov.begin(item.nodeid, getattr(item, "path", None) or getattr(item, "fspath", None))
     try:
         yield
@@ -28,3 +37,11 @@ def pytest_runtest_logreport(report):
     else:
         return
     ssrkit_cov.outcome(report.nodeid, status)
+
+
+def pytest_collectreport(report):
+    """A module that errors at collection (a missing dependency or submodule): remember its file."""
+    if report.failed and report.nodeid:
+        path = os.path.join(_root or ".", report.nodeid.split("::")[0])
+        text = str(getattr(report, "longrepr", "") or "").strip().splitlines()
+        ssrkit_cov.broken(path, text[-1][:200] if text else "collection error")
