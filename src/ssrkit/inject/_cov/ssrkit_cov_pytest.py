@@ -10,6 +10,16 @@ import ssrkit_cov
 _root = None
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """pytest-cov (`--cov` in the repository's addopts) would start a second coverage and pause ssrkit's:
+    the per-test run measures with ssrkit's alone."""
+    ns = early_config.known_args_namespace
+    if getattr(ns, "cov_source", None):
+        ns.cov_source = None
+        ns.no_cov = True
+
+
 def pytest_configure(config):
     global _root
     ssrkit_cov.under_pytest = True
