@@ -20,7 +20,8 @@ from ssrkit.inject.runner import TestLocation
 from ssrkit.inject.weaken import WeakenError, remove_tests
 from ssrkit.sandbox._imports import import_roots, top_level_names
 
-from conftest import CALC_OPS, CALC_TEST_OPS, CALC_TEXT, CALC_TEST_TEXT, commit_all, git, local_sandbox, write_tree
+from conftest import (CALC_OPS, CALC_TEST_OPS, CALC_TEST_TEXT, CALC_TEXT, UNITS_OPS, UNITS_TEST, commit_all, git,
+                      local_sandbox, write_tree)
 
 README = '''# calc
 
@@ -211,6 +212,32 @@ def test_a_test_module_erroring_at_collection_is_excluded_with_a_note(tmp_path, 
     assert "tests/test_vendored.py" not in art.test_files and "tests/test_flaky_env.py" not in art.test_files
 
 
+FLAKY = '''
+
+def test_flaky_{name}():
+    # passes the first time it runs in a sandbox (the coverage run), fails afterwards: flaky
+    from pathlib import Path
+
+    marker = Path.home() / ".ran-{name}"
+    first = not marker.exists()
+    marker.touch()
+    assert first
+'''
+
+
+def test_a_test_that_flakes_on_the_original_code_is_excluded_with_a_note(tmp_path, sandbox_factory):
+    repo = _repo(tmp_path, "flaky", _calc_files(**{
+        "tests/test_ops.py": CALC_TEST_OPS + FLAKY.format(name="ops"),
+        "tests/test_text.py": CALC_TEST_TEXT + FLAKY.format(name="text"),
+        "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"}))
+    result = inject(repo, tmp_path / "out", n=1, strategies="expression", sandbox_factory=sandbox_factory)
+    assert len(result.artifacts) == 1
+    flaky = [n for n in result.notes if "(flaky)" in n]
+    assert flaky and "test_flaky_" in flaky[0], result.notes
+    art = Artifact(result.artifacts[0].path)
+    assert "--deselect tests/test_" in art.test_script and "::test_flaky_" in art.test_script
+
+
 def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):
     """Only failing tests: no traceback, exit 1, the diagnosis names the stage and the setting."""
     import ssrkit.inject.procedural as procedural
@@ -232,52 +259,20 @@ def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):
 
 # -- 4. a virtualenv without coverage; unittest suites with subtests ----------------------------------------
 
-UNITS = '''def scale(values, factor):
-    return [v * factor for v in values]
+SUBTESTS = '''
 
-
-def clip(x, low, high):
-    if x < low:
-        return low
-    if x > high:
-        return high
-    return x
+class TestScaleSubtests(unittest.TestCase):
+    def test_factors(self):
+        for f in (1, 2, 5):
+            with self.subTest(factor=f):
+                self.assertEqual(scale([1, 2], f), [f, 2 * f])
 '''
-
-UNITS_TESTS = '''import unittest
-
-from units import clip, scale
-
-
-class TestScale(unittest.TestCase):
-    def test_scale(self):
-        self.assertEqual(scale([1, 2], 3), [3, 6])
-
-    def test_empty(self):
-        self.assertEqual(scale([], 3), [])
-
-
-class TestClip(unittest.TestCase):
-    def test_inside(self):
-        for x in (1, 5, 9):
-            with self.subTest(x=x):
-                self.assertEqual(clip(x, 0, 10), x)
-
-    def test_low(self):
-        self.assertEqual(clip(-4, 0, 10), 0)
-
-    def test_high(self):
-        self.assertEqual(clip(14, 0, 10), 10)
-
-    def test_edges(self):
-        self.assertEqual(clip(0, 0, 10), 0)
-        self.assertEqual(clip(10, 0, 10), 10)
-'''
+UNITS_FILES = {"units/__init__.py": "", "units/ops.py": UNITS_OPS, "tests/__init__.py": "",
+               "tests/test_ops.py": UNITS_TEST + SUBTESTS}
 
 
 def test_a_virtualenv_without_coverage_uses_ssrkits_copy(tmp_path, monkeypatch, sandbox_factory):
-    repo = _repo(tmp_path, "nocov", {"units/__init__.py": UNITS, "tests/__init__.py": "",
-                                     "tests/test_units.py": UNITS_TESTS})
+    repo = _repo(tmp_path, "nocov", UNITS_FILES)
     venv = _venv(tmp_path, with_pytest=False)
     probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import coverage"], capture_output=True)
     assert probe.returncode != 0  # the situation: this environment has no coverage
@@ -286,12 +281,11 @@ def test_a_virtualenv_without_coverage_uses_ssrkits_copy(tmp_path, monkeypatch, 
     assert result.runner == "unittest" and len(result.artifacts) == 1
     assert "from ssrkit" in result.tracer
     assert any("per-test coverage measured by" in n and "ssrkit" in n for n in result.notes)
-    assert result.n_tests == 6  # subtests are reported under their test
+    assert result.n_tests == 8  # subtests are reported under their test
 
 
 def test_the_environments_own_coverage_is_preferred(tmp_path, sandbox_factory):
-    repo = _repo(tmp_path, "owncov", {"units/__init__.py": UNITS, "tests/__init__.py": "",
-                                      "tests/test_units.py": UNITS_TESTS})
+    repo = _repo(tmp_path, "owncov", UNITS_FILES)
     with Session(repo, tmp_path / "s", sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         assert "from the environment" in s.testmap.tracer
