@@ -859,7 +859,8 @@ class Session:
         if not repo.passing:
             lines.append(f"no test passes on the original code ({len(repo.tm.outcomes)} ran; "
                          f"{_listing(repo.notes()) or 'see the test output'})")
-            lines.append("setting: [inject] args or exclude_tests in ssrkit.toml, to select tests that pass")
+            lines.append("setting: [inject] python or test_command in ssrkit.toml, or run ssrkit with the "
+                         "virtualenv activated in which the repository's tests pass")
             return lines
         covered = {p: m for p, m in repo.modules.items() if m.covered}
         if not covered:

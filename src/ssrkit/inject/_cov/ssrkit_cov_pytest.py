@@ -53,5 +53,8 @@ def pytest_collectreport(report):
     """A module that errors at collection (a missing dependency or submodule): remember its file."""
     if report.failed and report.nodeid:
         path = os.path.join(_root or ".", report.nodeid.split("::")[0])
-        text = str(getattr(report, "longrepr", "") or "").strip().splitlines()
-        ssrkit_cov.broken(path, text[-1][:200] if text else "collection error")
+        text = [ln for ln in str(getattr(report, "longrepr", "") or "").strip().splitlines() if ln.strip()]
+        last = text[-1].strip() if text else "collection error"
+        if last.startswith("E "):
+            last = last[2:].strip()
+        ssrkit_cov.broken(path, last[:200])
