@@ -59,6 +59,7 @@ BASE = "inject-base"
 AGENT = "procedural"
 MAX_PRESCREEN_TESTS = 200
 MIN_SCREEN_TIMEOUT = 15.0  # seconds
+COVERAGE_TIMEOUT = 600.0  # seconds for the whole suite under coverage (default of [inject] coverage_timeout)
 SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
 
 # outcome statuses
@@ -240,6 +241,7 @@ class _Repo:
         self.tests_by_file = {f: sorted(ts) for f, ts in sorted(by_file.items())}
         self.usable_files = []
         self.excluded: dict[str, str] = {}  # test file -> why it is never selected
+        self.slow: dict[str, float] = {}  # test file -> seconds its passing tests took under coverage
         failing = {t for t, st in tm.outcomes.items() if st not in (PASSED, "skipped") and t not in tm.doctests}
         for f, ts in self.tests_by_file.items():
             if not f.endswith(".py"):
@@ -253,6 +255,10 @@ class _Repo:
                 if any(t in failing for t in ts):
                     self.excluded[f] = "some of its tests fail on the original code"
                 continue
+            seconds = sum(tm.durations.get(t, 0.0) for t in ok)
+            if seconds > settings.timeout:
+                self.slow[f] = seconds
+                continue
             self.usable_files.append(f)
         for f, why in tm.broken.items():
             self.excluded.setdefault(f, f"error at collection: {why}")
@@ -264,10 +270,16 @@ class _Repo:
         """One line per kind of exclusion: test files and tests that fail on the original code."""
         out = []
         if self.excluded:
-            out.append(f"excluded {_count(len(self.excluded), 'test file')} that fail or error on the original code: "
+            verb = "fails or errors" if len(self.excluded) == 1 else "fail or error"
+            out.append(f"excluded {_count(len(self.excluded), 'test file')} that {verb} on the original code: "
                        + _listing([f"{f} ({why})" for f, why in sorted(self.excluded.items())]))
+        if self.slow:
+            out.append(f"not selecting {_count(len(self.slow), 'test file')} whose tests took longer under coverage "
+                       f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
+                       + _listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
         if self.failing:
-            out.append(f"excluded {_count(len(self.failing), 'test')} that fail on the original code: "
+            verb = "fails" if len(self.failing) == 1 else "fail"
+            out.append(f"excluded {_count(len(self.failing), 'test')} that {verb} on the original code: "
                        + _listing(self.failing))
         return out
 
@@ -822,10 +834,16 @@ class Session:
         head = sb.run("git rev-parse HEAD", timeout=60)
         self.engine.base_commit = head.output.strip() if head.ok and head.output.strip() else None
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
+        cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=float(self.section.get("coverage_timeout", 600)),
+                                     timeout=cov_timeout,
                                      fingerprint=self.engine.fingerprint, cache=self.cache)
         self.engine.repo = _Repo(sb, self.testmap, self.profile, self.settings, self.test_patterns)
+        if not self.testmap.complete:
+            self.emit(Event("note", f"the suite did not finish within its coverage timeout "
+                                    f"({cov_timeout:g}s); using the "
+                                    f"{len(self.testmap.outcomes)} tests that ran (raise [inject] coverage_timeout "
+                                    f"for the rest)"))
         for line in self.engine.repo.notes():
             self.emit(Event("note", line))
         if self.testmap.tracer:

@@ -55,6 +55,8 @@ class TestMap:
     doctests: set[str] = field(default_factory=set)  # ids of doctest items (not Python test functions)
     broken: dict[str, str] = field(default_factory=dict)  # test file that errored at collection -> why
     tracer: str = ""  # which coverage tracer measured the map, and whose coverage it was
+    durations: dict[str, float] = field(default_factory=dict)  # test id -> seconds under coverage
+    complete: bool = True  # False: the suite was cut at the coverage timeout; the map holds the tests that ran
     _by_line: dict[str, dict[int, frozenset[int]]] = field(default_factory=dict, repr=False)
 
     # -- construction ----------------------------------------------------------------------------
@@ -63,12 +65,14 @@ class TestMap:
         files = {p: {int(k): v for k, v in per.items()} for p, per in data["files"].items()}
         return cls(list(data["contexts"]), files, dict(data["outcomes"]), dict(data["test_files"]),
                    float(data.get("seconds", 0.0)), set(data.get("doctests", ())), dict(data.get("broken", {})),
-                   str(data.get("tracer", "")))
+                   str(data.get("tracer", "")), {k: float(v) for k, v in data.get("durations", {}).items()},
+                   bool(data.get("complete", True)))
 
     def to_json(self) -> dict[str, Any]:
         return {"contexts": self.contexts, "files": {p: {str(k): v for k, v in per.items()} for p, per in self.files.items()},
                 "outcomes": self.outcomes, "test_files": self.test_files, "seconds": round(self.seconds, 3),
-                "doctests": sorted(self.doctests), "broken": self.broken, "tracer": self.tracer}
+                "doctests": sorted(self.doctests), "broken": self.broken, "tracer": self.tracer,
+                "durations": self.durations, "complete": self.complete}
 
     # -- queries ---------------------------------------------------------------------------------
     def passing(self) -> set[str]:
@@ -210,8 +214,12 @@ def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float
             pass
     res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite")
     if res.timed_out:
-        raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage "
-                          f"(raise [inject] coverage_timeout or narrow the tests with [inject] args)")
+        if not tm.passing():
+            raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage, and no test "
+                              f"had passed by then (raise [inject] coverage_timeout or narrow the tests with "
+                              f"[inject] args)")
+        tm.complete = False  # a map of the tests that ran; not cached, the next run tries the whole suite again
+        return tm
     if not tm.outcomes:
         tail = "\n".join(res.output.strip().splitlines()[-15:])
         broken = "".join(f"\n  {f}: {why}" for f, why in sorted(tm.broken.items())[:10])

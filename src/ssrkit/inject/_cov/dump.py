@@ -3,7 +3,7 @@
 usage: python dump.py ROOT COVDIR OUTFILE
 Writes {"contexts": [test ids], "files": {relpath: {context index: [lines]}},
         "outcomes": {test id: status}, "test_files": {test id: relpath}, "doctests": [test ids],
-        "broken": {relpath: message}, "tracer": "..."}.
+        "broken": {relpath: message}, "tracer": "...", "durations": {test id: seconds}}.
 """
 
 import glob
@@ -25,7 +25,7 @@ def main():
     coverage, _ = import_coverage()
     if coverage is None:
         sys.exit("coverage is not importable (neither the environment's nor ssrkit's copy)")
-    outcomes, test_files, doctests, broken, tracers = {}, {}, set(), {}, set()
+    outcomes, test_files, doctests, broken, tracers, durations = {}, {}, set(), {}, set(), {}
     rank = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
     for name in sorted(glob.glob(os.path.join(covdir, "outcomes-*.json"))):
         with open(name) as fh:
@@ -42,6 +42,8 @@ def main():
             r = rel(path, root)
             if r:
                 broken[r] = message
+        for test_id, seconds in part.get("durations", {}).items():
+            durations[test_id] = max(durations.get(test_id, 0.0), round(seconds, 4))
         if part.get("tracer"):
             tracers.add(part["tracer"])
     cov = coverage.Coverage(data_file=os.path.join(covdir, ".coverage"), config_file=False)
@@ -64,7 +66,8 @@ def main():
             files[r] = {str(k): v for k, v in sorted(per.items())}
     with open(outfile + ".tmp", "w") as fh:
         json.dump({"contexts": contexts, "files": files, "outcomes": outcomes, "test_files": test_files,
-                   "doctests": sorted(doctests), "broken": broken, "tracer": ", ".join(sorted(tracers))}, fh)
+                   "doctests": sorted(doctests), "broken": broken, "tracer": ", ".join(sorted(tracers)),
+                   "durations": durations}, fh)
     os.replace(outfile + ".tmp", outfile)
 
 

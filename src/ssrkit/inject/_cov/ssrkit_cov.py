@@ -3,8 +3,10 @@
 Loaded at interpreter start (sitecustomize) when SSRKIT_COV_DIR is set. Coverage is started from the
 COVERAGE_PROCESS_START configuration; each unittest TestCase run switches the context to the test's id
 (`module.Class.method`), and under pytest the companion plugin ssrkit_cov_pytest switches it to the node id.
-Outcomes and the file of each test are written to SSRKIT_COV_DIR/outcomes-<pid>.json at exit, with the
-tracer that measured them, pytest's doctest items and the files that errored at collection.
+Outcomes, durations and the file of each test are written to SSRKIT_COV_DIR/outcomes-<pid>.json at exit,
+with the tracer that measured them, pytest's doctest items and the files that errored at collection; both
+they and the coverage data are also flushed every FLUSH_SECONDS between tests, so a suite cut at its
+timeout still leaves a map of the tests that ran.
 
 When the Python running the tests has no `coverage` of its own, the copy in SSRKIT_COV_VENDOR (ssrkit's,
 pure Python plus its C tracer when the ABI matches) is appended to sys.path: it never shadows the
@@ -16,14 +18,19 @@ import atexit
 import json
 import os
 import sys
+import time
 
 RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
+FLUSH_SECONDS = float(os.environ.get("SSRKIT_COV_FLUSH") or 15.0)
 _cov = None
 _outcomes = {}
 _files = {}
 _doctests = set()
 _broken = {}
 _tracer = ""
+_durations = {}
+_current = [None, 0.0]  # test id, start time
+_last_flush = [time.monotonic()]
 under_pytest = False
 
 
@@ -71,6 +78,7 @@ def start():
 
 
 def begin(test_id, path):
+    _current[:] = [test_id, time.monotonic()]
     if _cov is not None:
         _cov.switch_context(test_id)
     if path:
@@ -88,6 +96,24 @@ def broken(path, message):
 def end():
     if _cov is not None:
         _cov.switch_context("")
+    test_id, started = _current
+    if test_id is not None:
+        now = time.monotonic()
+        _durations[test_id] = _durations.get(test_id, 0.0) + (now - started)
+        _current[:] = [None, 0.0]
+        if now - _last_flush[0] > FLUSH_SECONDS:
+            _last_flush[0] = now
+            _flush()
+
+
+def _flush():
+    """Save what is known so far (the run may be cut at its timeout, without atexit)."""
+    try:
+        if _cov is not None:
+            _cov.save()
+        _save()
+    except Exception:
+        pass
 
 
 def outcome(test_id, status):
@@ -103,7 +129,7 @@ def _save():
     path = os.path.join(out, "outcomes-%d.json" % os.getpid())
     with open(path + ".tmp", "w") as fh:
         json.dump({"outcomes": _outcomes, "files": _files, "doctests": sorted(_doctests), "broken": _broken,
-                   "tracer": _tracer}, fh)
+                   "tracer": _tracer, "durations": _durations}, fh)
     os.replace(path + ".tmp", path)
 
 
