@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ssrkit.artifact import Artifact
-from ssrkit.inject.procedural import Session, inject
+from ssrkit.inject.procedural import Session, StrategyStats, inject
 from ssrkit.inject.runner import TestLocation
 from ssrkit.inject.weaken import WeakenError, remove_tests
 from ssrkit.sandbox._imports import import_roots, top_level_names
@@ -86,6 +86,13 @@ def test_readme_doctests_and_doctest_modules_are_never_parsed_as_python(tmp_path
         # doctest items are no test files: README.md is never selected, a code module is never a test file
         assert "README.md" not in s.repo.usable_files and "calc/double.py" not in s.repo.usable_files
         assert "calc/double.py" in s.repo.modules
+        # parametrized ids are tests like any other
+        assert {"tests/test_ops.py::test_mean[items0-2.0]", "tests/test_ops.py::test_mean[items1-2.0]"} <= s.repo.passing
+        # a run whose every candidate was discarded names the stage, the top reason and the setting
+        s.engine.last_messages["harmless"] = "no selected test fails"
+        lines = s.diagnose({"expression": StrategyStats(tried=4, statuses={"harmless": 3, "timeout": 1})})
+        assert lines[0] == "every one of the 4 candidate(s) was discarded: harmless 3, timeout 1"
+        assert lines[1] == "e.g. harmless: no selected test fails" and lines[-1].startswith("setting: --max-tries")
     result = inject(repo, tmp_path / "out", n=2, strategies="expression,removal", sandbox_factory=sandbox_factory)
     assert len(result.artifacts) == 2
     for a in result.artifacts:
