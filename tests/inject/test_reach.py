@@ -245,34 +245,59 @@ def test_a_test_that_flakes_on_the_original_code_is_excluded_with_a_note(tmp_pat
     assert "--deselect tests/test_" in art.test_script and "::test_flaky_" in art.test_script
 
 
-SLOW_TESTS = '''import time
-
-
-def test_slowish():
-    time.sleep(4)
+HANGING_TESTS = '''import time
 
 
 def test_zz_hangs():
     time.sleep(300)
 '''
 
+SLOW_TESTS = '''import time
 
-def test_a_suite_cut_at_the_coverage_timeout_still_maps_what_ran(tmp_path):
-    """A hanging test: the map keeps the tests that ran before the timeout; a file too slow for one test run
-    is not selected."""
+
+def test_slowish_a():
+    time.sleep(1.6)
+
+
+def test_slowish_b():
+    time.sleep(1.6)
+
+
+def test_zz_hangs():
+    time.sleep(300)
+'''
+
+_FAST_OPTIONS = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SSRKIT_COV_FLUSH": "0"}  # flush after every test
+
+
+def _factory(env):
     from ssrkit.sandbox import SandboxOptions, open_sandbox
 
-    repo = _repo(tmp_path, "slow", _calc_files(**{
-        "tests/test_slow.py": SLOW_TESTS,
-        "ssrkit.toml": "[inject]\ncoverage_timeout = 12\n\n[validate]\ntimeout = 3\n",
+    options = SandboxOptions(env=env)
+    return lambda src: open_sandbox(src, "local", options)
+
+
+def test_a_suite_cut_at_the_coverage_timeout_still_maps_what_ran(tmp_path):
+    repo = _repo(tmp_path, "hang", _calc_files(**{
+        "tests/test_slow.py": HANGING_TESTS, "ssrkit.toml": "[inject]\ncoverage_timeout = 8\n",
         "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"}))
-    options = SandboxOptions(env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SSRKIT_COV_FLUSH": "0.2"})
-    result = inject(repo, tmp_path / "out", n=1, strategies="expression",
-                    sandbox_factory=lambda src: open_sandbox(src, "local", options))
-    assert any("did not finish within its coverage timeout (12s)" in n for n in result.notes), result.notes
-    assert any("not selecting 1 test file" in n and "tests/test_slow.py" in n for n in result.notes)
+    result = inject(repo, tmp_path / "out", n=1, strategies="expression", sandbox_factory=_factory(_FAST_OPTIONS))
+    assert any("did not finish within its coverage timeout (8s)" in n for n in result.notes), result.notes
     assert len(result.artifacts) == 1
     assert "tests/test_slow.py" not in Artifact(result.artifacts[0].path).test_files
+
+
+def test_a_test_longer_than_one_run_is_cut_and_a_slow_file_not_selected(tmp_path):
+    repo = _repo(tmp_path, "slow", _calc_files(**{
+        "tests/test_slow.py": SLOW_TESTS, "ssrkit.toml": "[validate]\ntimeout = 3\n",
+        "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"}))
+    with Session(repo, tmp_path / "s", sandbox_factory=_factory(_FAST_OPTIONS)) as s:
+        s.setup(history=False)
+        assert s.testmap.complete and s.testmap.cut == {"tests/test_slow.py::test_zz_hangs"}
+        assert s.testmap.outcomes["tests/test_slow.py::test_zz_hangs"] == "failed"
+        assert any("excluded 1 test cut after 3s under coverage" in n and "test_zz_hangs" in n for n in s.notes)
+        assert any("not selecting 1 test file" in n and "tests/test_slow.py" in n for n in s.notes), s.notes
+        assert "tests/test_slow.py" not in s.repo.usable_files
 
 
 def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):

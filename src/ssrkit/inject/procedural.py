@@ -262,7 +262,8 @@ class _Repo:
             self.usable_files.append(f)
         for f, why in tm.broken.items():
             self.excluded.setdefault(f, f"error at collection: {why}")
-        self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded)
+        self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded and t not in tm.cut)
+        self.cut = sorted(t for t in tm.cut if self.tm.file_of(t) not in self.excluded)
         self.flaky: set[str] = set()
         self._lock = threading.Lock()
 
@@ -277,6 +278,9 @@ class _Repo:
             out.append(f"not selecting {_count(len(self.slow), 'test file')} whose tests took longer under coverage "
                        f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
                        + _listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
+        if self.cut:
+            out.append(f"excluded {_count(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
+                       f"(longer than one test run may take, [validate] timeout): " + _listing(self.cut))
         if self.failing:
             verb = "fails" if len(self.failing) == 1 else "fail"
             out.append(f"excluded {_count(len(self.failing), 'test')} that {verb} on the original code: "
@@ -836,7 +840,7 @@ class Session:
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=cov_timeout,
+                                     timeout=cov_timeout, test_limit=self.settings.timeout,
                                      fingerprint=self.engine.fingerprint, cache=self.cache)
         self.engine.repo = _Repo(sb, self.testmap, self.profile, self.settings, self.test_patterns)
         if not self.testmap.complete:

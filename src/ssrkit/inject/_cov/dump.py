@@ -3,7 +3,8 @@
 usage: python dump.py ROOT COVDIR OUTFILE
 Writes {"contexts": [test ids], "files": {relpath: {context index: [lines]}},
         "outcomes": {test id: status}, "test_files": {test id: relpath}, "doctests": [test ids],
-        "broken": {relpath: message}, "tracer": "...", "durations": {test id: seconds}}.
+        "broken": {relpath: message}, "tracer": "...", "durations": {test id: seconds},
+        "cut": [test ids interrupted at the per-test limit]}.
 """
 
 import glob
@@ -25,7 +26,7 @@ def main():
     coverage, _ = import_coverage()
     if coverage is None:
         sys.exit("coverage is not importable (neither the environment's nor ssrkit's copy)")
-    outcomes, test_files, doctests, broken, tracers, durations = {}, {}, set(), {}, set(), {}
+    outcomes, test_files, doctests, broken, tracers, durations, cut = {}, {}, set(), {}, set(), {}, set()
     rank = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
     for name in sorted(glob.glob(os.path.join(covdir, "outcomes-*.json"))):
         with open(name) as fh:
@@ -38,6 +39,7 @@ def main():
             if r:
                 test_files[test_id] = r
         doctests.update(part.get("doctests", ()))
+        cut.update(part.get("cut", ()))
         for path, message in part.get("broken", {}).items():
             r = rel(path, root)
             if r:
@@ -67,7 +69,7 @@ def main():
     with open(outfile + ".tmp", "w") as fh:
         json.dump({"contexts": contexts, "files": files, "outcomes": outcomes, "test_files": test_files,
                    "doctests": sorted(doctests), "broken": broken, "tracer": ", ".join(sorted(tracers)),
-                   "durations": durations}, fh)
+                   "durations": durations, "cut": sorted(cut)}, fh)
     os.replace(outfile + ".tmp", outfile)
 
 

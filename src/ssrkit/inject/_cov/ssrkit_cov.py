@@ -6,7 +6,9 @@ COVERAGE_PROCESS_START configuration; each unittest TestCase run switches the co
 Outcomes, durations and the file of each test are written to SSRKIT_COV_DIR/outcomes-<pid>.json at exit,
 with the tracer that measured them, pytest's doctest items and the files that errored at collection; both
 they and the coverage data are also flushed every FLUSH_SECONDS between tests, so a suite cut at its
-timeout still leaves a map of the tests that ran.
+timeout still leaves a map of the tests that ran. With SSRKIT_COV_TEST_LIMIT set, a test running longer
+than that many seconds is interrupted (SIGALRM, when the process does not use it itself), recorded as
+failed and listed as cut: one slow test does not eat the whole suite's time.
 
 When the Python running the tests has no `coverage` of its own, the copy in SSRKIT_COV_VENDOR (ssrkit's,
 pure Python plus its C tracer when the ABI matches) is appended to sys.path: it never shadows the
@@ -17,11 +19,21 @@ does not support the per-test contexts).
 import atexit
 import json
 import os
+import signal
 import sys
 import time
 
 RANK = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
-FLUSH_SECONDS = float(os.environ.get("SSRKIT_COV_FLUSH") or 15.0)
+
+
+def _seconds(name, default):
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return float(default)
+
+
+FLUSH_SECONDS = _seconds("SSRKIT_COV_FLUSH", 15.0)
 _cov = None
 _outcomes = {}
 _files = {}
@@ -31,6 +43,33 @@ _tracer = ""
 _durations = {}
 _current = [None, 0.0]  # test id, start time
 _last_flush = [time.monotonic()]
+_cut = set()
+TEST_LIMIT = _seconds("SSRKIT_COV_TEST_LIMIT", 0.0)
+
+
+class TestTooSlow(BaseException):
+    """Raised in a test that ran past SSRKIT_COV_TEST_LIMIT (a BaseException: no test framework swallows it)."""
+
+
+def _alarm(signum, frame):
+    if _current[0] is not None:
+        _cut.add(_current[0])
+    raise TestTooSlow("ssrkit: this test ran longer than %gs under coverage" % TEST_LIMIT)
+
+
+def _arm(on):
+    if TEST_LIMIT <= 0 or not hasattr(signal, "setitimer"):
+        return
+    try:
+        if on:
+            if signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, _alarm):
+                return  # the tests use SIGALRM themselves
+            signal.signal(signal.SIGALRM, _alarm)
+            signal.setitimer(signal.ITIMER_REAL, TEST_LIMIT)
+        elif signal.getsignal(signal.SIGALRM) is _alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except (ValueError, OSError):
+        pass  # not the main thread
 under_pytest = False
 
 
@@ -79,6 +118,7 @@ def start():
 
 def begin(test_id, path):
     _current[:] = [test_id, time.monotonic()]
+    _arm(True)
     if _cov is not None:
         _cov.switch_context(test_id)
     if path:
@@ -94,6 +134,7 @@ def broken(path, message):
 
 
 def end():
+    _arm(False)
     if _cov is not None:
         _cov.switch_context("")
     test_id, started = _current
@@ -101,7 +142,7 @@ def end():
         now = time.monotonic()
         _durations[test_id] = _durations.get(test_id, 0.0) + (now - started)
         _current[:] = [None, 0.0]
-        if now - _last_flush[0] > FLUSH_SECONDS:
+        if now - _last_flush[0] >= FLUSH_SECONDS:
             _last_flush[0] = now
             _flush()
 
@@ -129,7 +170,7 @@ def _save():
     path = os.path.join(out, "outcomes-%d.json" % os.getpid())
     with open(path + ".tmp", "w") as fh:
         json.dump({"outcomes": _outcomes, "files": _files, "doctests": sorted(_doctests), "broken": _broken,
-                   "tracer": _tracer, "durations": _durations}, fh)
+                   "tracer": _tracer, "durations": _durations, "cut": sorted(_cut)}, fh)
     os.replace(path + ".tmp", path)
 
 
