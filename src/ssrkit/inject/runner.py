@@ -12,7 +12,9 @@ user's file):
     test_command = "python -m pytest" # replaces `python -m pytest` / `python -m unittest`
     discover = ["-s", "tests"]        # unittest: arguments of `discover` for the full-suite run
     exclude_tests = ["tests/test_net.py::test_download"]   # never selected (flaky, needs network)
-    coverage_timeout = 600            # seconds for the whole suite under coverage (once per repository state)
+    coverage_timeout = 600            # seconds for the whole suite under coverage (once per repository state;
+                                      # a suite cut there keeps the tests that ran, and one test running
+                                      # longer than [validate] timeout is cut and excluded)
     screen_timeout = 20               # seconds per pre-screen / bug run (default: 3 × the suite, at least 15)
 
 Test ids are those of the artifact parsers (`ssrkit/templates/*_parser.py`): pytest node ids
