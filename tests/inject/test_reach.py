@@ -351,3 +351,24 @@ def test_the_environments_own_coverage_is_preferred(tmp_path, sandbox_factory):
     with Session(repo, tmp_path / "s", sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         assert "from the environment" in s.testmap.tracer
+
+
+# -- tests defined in another module: a class imported into the test module, or an imported base class ------
+
+def test_tests_of_imported_classes_are_located_where_they_are_defined():
+    from ssrkit.inject.weaken import relocate
+
+    files = {
+        "tests/pkg/test_base.py": "class TestBase:\n    def test_a(self):\n        assert True\n",
+        "tests/pkg/test_sub.py": "from pkg.test_base import TestBase\n\n\nclass TestSub(TestBase):\n    pass\n",
+        "tests/pkg/test_rel.py": "from .test_base import TestBase as Base\n\n\nclass TestRel(Base):\n"
+                                 "    def test_own(self):\n        pass\n",
+    }
+    read = files.__getitem__
+    base = TestLocation("tests/pkg/test_base.py", ("TestBase",), "test_a")
+    assert relocate(TestLocation("tests/pkg/test_sub.py", ("TestBase",), "test_a"), read, files) == base
+    assert relocate(TestLocation("tests/pkg/test_sub.py", ("TestSub",), "test_a"), read, files) == base
+    assert relocate(TestLocation("tests/pkg/test_rel.py", ("TestRel",), "test_a"), read, files) == base
+    own = TestLocation("tests/pkg/test_rel.py", ("TestRel",), "test_own")
+    assert relocate(own, read, files) == own
+    assert remove_tests(files["tests/pkg/test_base.py"], [base], base.file) == ""

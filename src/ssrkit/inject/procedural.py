@@ -50,7 +50,7 @@ from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutat
 from .runner import PYTEST, UNITTEST, Profile, load_profile, locate_test
 from .source_text import SourceText
 from .testmap import TestMap, build_testmap, repo_fingerprint
-from .weaken import WeakenError, remove_tests
+from .weaken import WeakenError, relocate, remove_tests
 
 HISTORY = "history"
 COMBINE = "combine"
@@ -562,7 +562,9 @@ class _Engine:
         t0 = time.monotonic()
         try:
             out = self._evaluate(cand)
-        except (SsrkitError, WeakenError) as e:
+        except WeakenError as e:
+            out = Outcome(cand, "unweakenable", str(e))
+        except SsrkitError as e:
             out = Outcome(cand, "error", str(e))
         except (OSError, UnicodeDecodeError, ValueError) as e:
             out = Outcome(cand, "error", f"{type(e).__name__}: {e}")
@@ -637,8 +639,11 @@ class _Engine:
         by_file: dict[str, list] = {}
         for t in failing:
             loc = locate_test(t, repo.profile.runner, repo.tm.test_files, test_files)
+            if loc is not None and loc.classes:
+                loc = relocate(loc, lambda f: sb.read_file(f).decode("utf-8"), repo.tests_by_file)
             if loc is None or loc.file not in test_files:
-                return Outcome(cand, "unweakenable", f"cannot locate the test {t}", bug_key=key, runs=runs)
+                where = f" (defined in {loc.file}, not a selected test file)" if loc is not None else ""
+                return Outcome(cand, "unweakenable", f"cannot locate the test {t}{where}", bug_key=key, runs=runs)
             if not loc.file.endswith(".py"):
                 return Outcome(cand, "unweakenable", f"the failing test {t} is in {loc.file}, not a Python "
                                                      f"test module; skipped", bug_key=key, runs=runs)
