@@ -18,6 +18,14 @@ mapping of the whole suite, reported separately as `map`. The `all` rows are one
     python benchmarks/inject_yield.py --n 10 --jobs 2 --json results.json
     python benchmarks/inject_yield.py --env PYTEST_DISABLE_PLUGIN_AUTOLOAD=1   # no pytest entry-point plugins
     python benchmarks/inject_yield.py --strategies history --no-all             # one strategy alone
+
+Real repositories (`--real`), the way a new user would run ssrkit: for each repository (optionally
+`PATH=VENV`, else PATH/.venv or PATH/venv, else the current environment), with that virtualenv activated
+and no ssrkit.toml added, `ssrkit inject PATH --out DIR --n N` then `ssrkit validate DIR`, each as a
+command. One row per repository: commit, tests, wall time, valid/written, the strategies that produced
+artifacts, and for a miss the diagnosis ssrkit printed (a traceback anywhere is reported as such).
+
+    python benchmarks/inject_yield.py --real /tmp/trial/parse=/tmp/trial/venvs/parse ~/src/mylib --n 3
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,8 +77,95 @@ def row(repo: str, strategy: str, tried: int, valid: int, cpu_s: float | None, w
             "note": note}
 
 
+def _venv_of(item: str) -> tuple[Path, Path | None]:
+    path, sep, venv = item.partition("=")
+    repo = Path(path).expanduser().resolve()
+    if sep:
+        return repo, Path(venv).expanduser().resolve()
+    for name in (".venv", "venv"):
+        if (repo / name / "pyvenv.cfg").is_file():
+            return repo, repo / name
+    return repo, None
+
+
+def _ssrkit(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "ssrkit", *args]
+    try:
+        return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, 124, e.stdout or "", f"timed out after {timeout:g}s")
+
+
+def real_row(item: str, out_root: Path, args) -> dict:
+    """inject + validate on one real repository, as commands, in its own virtualenv."""
+    repo, venv = _venv_of(item)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src")
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    out = out_root / repo.name
+    t0 = time.monotonic()
+    inj = _ssrkit(["inject", str(repo), "--out", str(out), "--n", str(args.n), "--seed", str(args.seed), "--json"],
+                  env, out_root, args.timeout)
+    val = _ssrkit(["validate", str(out), "--json"], env, out_root, args.timeout) if out.is_dir() else None
+    wall = time.monotonic() - t0
+    summary: dict = {}
+    try:
+        summary = json.loads((out / "inject.json").read_text())
+    except (OSError, ValueError):
+        pass
+    run = summary.get("run") or {}
+    reports = []
+    if val is not None:
+        try:
+            reports = json.loads(val.stdout or "[]")
+        except ValueError:
+            reports = []
+    written = len(summary.get("artifacts") or [])
+    valid = sum(1 for r in reports if isinstance(r, dict) and r.get("valid"))
+    strategies = sorted({a["strategy"] for a in summary.get("artifacts") or []})
+    texts = [inj.stdout, inj.stderr] + ([val.stdout, val.stderr] if val is not None else [])
+    note = ""
+    if any("Traceback (most recent call last)" in t for t in texts):
+        note = "TRACEBACK: " + next(t for t in texts if "Traceback" in t).strip().splitlines()[-1][:200]
+    elif valid == 0:
+        lines = run.get("diagnosis") or [ln for ln in inj.stderr.strip().splitlines() if ln.strip()][-3:]
+        note = " | ".join(lines)[:600] or f"inject exit code {inj.returncode}"
+    return {"repo": repo.name, "commit": head.stdout.strip() or "?", "tests": run.get("tests"),
+            "wall_s": round(wall, 1), "valid": valid, "written": written, "strategies": ",".join(strategies),
+            "tracer": run.get("tracer", ""), "notes": run.get("notes", []), "inject_exit": inj.returncode,
+            "validate_exit": None if val is None else val.returncode, "diagnosis": note}
+
+
+def main_real(args) -> int:
+    rows = []
+    print(f"{'repository':22} {'commit':12} {'tests':>6} {'wall':>7} {'valid/written':>13}  strategies / diagnosis",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="ssrkit-real-") as tmp:
+        out_root = Path(args.out) if args.out else Path(tmp)
+        out_root.mkdir(parents=True, exist_ok=True)
+        for item in args.real:
+            r = real_row(item, out_root, args)
+            rows.append(r)
+            tail = r["strategies"] + (f"  {r['diagnosis']}" if r["diagnosis"] else "")
+            print(f"{r['repo']:22} {r['commit']:12} {str(r['tests']):>6} {r['wall_s']:6.1f}s "
+                  f"{str(r['valid']) + '/' + str(r['written']):>13}  {tail}", flush=True)
+    hits = sum(1 for r in rows if r["valid"])
+    print(f"{hits}/{len(rows)} repositories with a valid artifact; "
+          f"{sum(r['valid'] for r in rows)}/{sum(r['written'] for r in rows)} artifacts valid", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"settings": {"n": args.n, "seed": args.seed}, "rows": rows}, indent=2))
+    return 0 if hits == len(rows) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--real", nargs="+", metavar="REPO[=VENV]",
+                    help="real repositories: inject + validate each as commands, in its virtualenv (see above)")
+    ap.add_argument("--out", help="--real: keep the artifacts under this directory (default: a temporary one)")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="--real: seconds per command")
     ap.add_argument("--repos", default="textkit,ledger")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=1)
@@ -77,12 +173,17 @@ def main() -> int:
     ap.add_argument("--strategies", default="expression,removal,history",
                     help="strategies measured alone, in this order (default expression,removal,history)")
     ap.add_argument("--no-all", action="store_true", help="skip the run with every strategy")
-    ap.add_argument("--isolation", default="none", choices=["none", "bwrap", "auto"])
+    ap.add_argument("--isolation", choices=["none", "bwrap", "auto"],
+                    help="local sandbox isolation (default none; --real: auto, as a user gets it)")
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra sandbox environment variable (repeatable)")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON")
     args = ap.parse_args()
-    os.environ["SSRKIT_LOCAL_ISOLATION"] = args.isolation
+    if args.real:
+        if args.isolation:
+            os.environ["SSRKIT_LOCAL_ISOLATION"] = args.isolation
+        return main_real(args)
+    os.environ["SSRKIT_LOCAL_ISOLATION"] = args.isolation or "none"
     env = dict(kv.split("=", 1) for kv in args.env)
 
     rows = []

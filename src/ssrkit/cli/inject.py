@@ -46,6 +46,9 @@ Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on 
 #: --agent NAME -> runner(source, out, options) -> (artifact dicts, stats dict). The LLM injector registers
 #: itself here when it is available (see `register_agent`).
 AgentRunner = Callable[..., tuple[list[dict[str, Any]], dict[str, Any]]]
+#: key of the stats dict holding what the run found out about the repository (tests, tracer, notes) and, when
+#: it wrote nothing, its diagnosis (why, and the setting to change); written to inject.json as "run"
+RUN = "run"
 AGENTS: dict[str, AgentRunner] = {}
 
 
@@ -59,7 +62,11 @@ def _procedural(source: RepoSource, out: Path, **kw: Any) -> tuple[list[dict[str
     from ..inject.procedural import inject
 
     result = inject(source, out, **kw)
-    return [a.to_dict() for a in result.artifacts], {k: v.to_dict() for k, v in result.stats.items()}
+    stats: dict[str, Any] = {k: v.to_dict() for k, v in result.stats.items()}
+    stats[RUN] = {"runner": result.runner, "tests": result.n_tests, "tracer": result.tracer,
+                  "seconds": round(result.seconds, 3), "coverage_seconds": round(result.coverage_seconds, 3),
+                  "notes": result.notes, "diagnosis": result.diagnosis}
+    return [a.to_dict() for a in result.artifacts], stats
 
 
 register_agent("procedural", _procedural)
@@ -143,6 +150,8 @@ def inject(
     if as_json:
         artifacts, stats = AGENTS[agent](source, out, **kwargs)
         write_summary(out, artifacts, stats)
+        for line in (stats.get(RUN) or {}).get("diagnosis") or []:
+            typer.echo(f"ssrkit inject: {line}", err=True)
         print_json(artifacts)
         raise typer.Exit(0 if len(artifacts) >= n else 1)
 
@@ -154,6 +163,9 @@ def inject(
         def on_event(e: Event) -> None:
             if e.kind == "phase":
                 progress.update(task, description=escape(e.message))
+                return
+            if e.kind == "note":
+                progress.console.print(f"[dim]note:[/] {escape(e.message)}")
                 return
             o = e.outcome
             counts["tried"] += 1
@@ -199,8 +211,14 @@ def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, s
 
 
 def write_summary(out: Path, artifacts: list[dict[str, Any]], stats: dict[str, Any]) -> None:
-    """out/inject.json: what this invocation tried per strategy (reports count discarded candidates from it)."""
-    atomic_write_json(Path(out) / "inject.json", {"by_strategy": stats, "artifacts": artifacts})
+    """out/inject.json: what this invocation tried per strategy (reports count discarded candidates from it),
+    and what the run found out (tests, tracer, notes; the diagnosis of a run that wrote nothing)."""
+    stats = dict(stats)
+    run = stats.pop(RUN, None)
+    data: dict[str, Any] = {"by_strategy": stats, "artifacts": artifacts}
+    if run:
+        data[RUN] = run
+    atomic_write_json(Path(out) / "inject.json", data)
 
 
 def render_llm(records: list[dict[str, Any]], stats: dict[str, Any], out: Path) -> None:
@@ -222,7 +240,10 @@ def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: 
     table = Table(title="candidates per strategy", title_justify="left")
     for col in ("strategy", "tried", "valid", "kept", "yield", "discarded (why)"):
         table.add_column(col, justify="left" if col in ("strategy", "discarded (why)") else "right")
+    diagnosis = (stats.get(RUN) or {}).get("diagnosis") or []
     for name, st in stats.items():
+        if name == RUN:
+            continue
         why = ", ".join(f"{k} {v}" for k, v in sorted(st.get("statuses", {}).items()) if k not in ("valid", "reused"))
         table.add_row(name, str(st["tried"]), str(st["valid"]), str(st["kept"]), f"{st['yield']:.0%}", why)
     console.print(table)
@@ -236,3 +257,5 @@ def render(artifacts: list[dict[str, Any]], stats: dict[str, Any], n: int, out: 
         console.print(arts)
     colour = "green" if len(artifacts) >= n else "yellow"
     console.print(f"[{colour} bold]{len(artifacts)}/{n}[/] valid artifact(s) written")
+    for i, line in enumerate(diagnosis):
+        console.print(("[yellow bold]why:[/] " if i == 0 else "     ") + escape(line))

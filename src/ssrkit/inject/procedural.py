@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
+import os
 import random
 import shutil
 import threading
@@ -49,7 +51,7 @@ from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutat
 from .runner import PYTEST, UNITTEST, Profile, load_profile, locate_test
 from .source_text import SourceText
 from .testmap import TestMap, build_testmap, repo_fingerprint
-from .weaken import WeakenError, remove_tests
+from .weaken import WeakenError, relocate, remove_tests
 
 HISTORY = "history"
 COMBINE = "combine"
@@ -58,12 +60,27 @@ BASE = "inject-base"
 AGENT = "procedural"
 MAX_PRESCREEN_TESTS = 200
 MIN_SCREEN_TIMEOUT = 15.0  # seconds
+COVERAGE_TIMEOUT = 600.0  # seconds for the whole suite under coverage (default of [inject] coverage_timeout)
 SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
 
 # outcome statuses
 VALID, REUSED = "valid", "reused"
 DISCARDS = ("unchanged", "duplicate", "no_tests", "harmless", "import_error", "timeout", "total_break",
             "unweakenable", "invalid", "error")
+#: the setting that most often changes a run whose candidates were all discarded for this reason
+_HINTS = {
+    "no_tests": "[validate] min_passing_tests in ssrkit.toml (fewer passing tests cover each candidate)",
+    "harmless": "--max-tries (more candidates per strategy), or more tests in [inject] args",
+    "import_error": "[inject] args or test_command in ssrkit.toml (the covering tests do not even import "
+                    "with the bug: check how they are run)",
+    "timeout": "[inject] screen_timeout in ssrkit.toml (seconds per pre-screen and bug run)",
+    "total_break": "--max-tries (more candidates), or [validate] total_break = \"warning\"",
+    "unweakenable": "[inject] exclude_tests in ssrkit.toml (the failing tests cannot be located or edited)",
+    "invalid": "[validate] settings in ssrkit.toml (see the first failing check above)",
+    "duplicate": "--seed (another stream of candidates) or a fresh --out",
+    "unchanged": "--max-tries (more candidates per strategy)",
+    "error": "[inject] runner / python / test_command in ssrkit.toml",
+}
 
 
 @dataclass
@@ -110,9 +127,10 @@ class Outcome:
 
 @dataclass
 class Event:
-    """Progress report: one candidate finished (`outcome`), or a phase message."""
+    """Progress report: one candidate finished (`outcome`), a phase message, or a note to keep (what was
+    excluded, which tracer measured coverage, an import from outside the workspace)."""
 
-    kind: str  # "phase" | "candidate"
+    kind: str  # "phase" | "candidate" | "note"
     message: str = ""
     outcome: Outcome | None = None
 
@@ -156,11 +174,15 @@ class InjectResult:
     seconds: float
     coverage_seconds: float
     requested: int
+    notes: list[str] = field(default_factory=list)
+    diagnosis: list[str] = field(default_factory=list)  # why nothing was written (empty when something was)
+    tracer: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"artifacts": [a.to_dict() for a in self.artifacts], "requested": self.requested,
                 "runner": self.runner, "tests": self.n_tests, "seconds": round(self.seconds, 3),
-                "coverage_seconds": round(self.coverage_seconds, 3),
+                "coverage_seconds": round(self.coverage_seconds, 3), "tracer": self.tracer,
+                "notes": self.notes, "diagnosis": self.diagnosis,
                 "strategies": {k: v.to_dict() for k, v in self.stats.items()}}
 
 
@@ -198,9 +220,13 @@ class _Repo:
         self.profile = profile
         self.settings = settings
         self.test_patterns = test_patterns
-        self.passing = tm.passing() - set(profile.exclude_tests)
+        self.passing = tm.passing() - set(profile.exclude_tests) - tm.doctests
         self.modules: dict[str, _Module] = {}
+        # files that define test functions are tests even when no test pattern names them (a root `test.py`)
+        defining = {tm.file_of(t) for t in tm.outcomes if t not in tm.doctests}
         for path in tm.code_files(test_patterns):
+            if path in defining:
+                continue
             try:
                 text = sb.read_file(path).decode("utf-8")
                 st = SourceText(text, path)
@@ -215,13 +241,61 @@ class _Repo:
                 by_file.setdefault(f, []).append(t)
         self.tests_by_file = {f: sorted(ts) for f, ts in sorted(by_file.items())}
         self.usable_files = []
+        self.excluded: dict[str, str] = {}  # test file -> why it is never selected
+        self.slow: dict[str, float] = {}  # test file -> seconds its passing tests took under coverage
+        failing = {t for t, st in tm.outcomes.items() if st not in (PASSED, "skipped") and t not in tm.doctests}
         for f, ts in self.tests_by_file.items():
+            if not f.endswith(".py"):
+                continue  # doctest text files (--doctest-glob): run by nothing ssrkit writes, never weakened
             ok = [t for t in ts if t in self.passing]
             if not ok:
+                if any(t in failing for t in ts):
+                    self.excluded[f] = "no test passes on the original code"
                 continue
-            if profile.runner == UNITTEST and len(ok) != len(ts):
-                continue  # unittest cannot deselect single tests of a module
+            if profile.runner == UNITTEST and len(ok) != len(ts):  # unittest cannot deselect single tests
+                if any(t in failing for t in ts):
+                    self.excluded[f] = "some of its tests fail on the original code"
+                continue
+            seconds = sum(tm.durations.get(t, 0.0) for t in ok)
+            if seconds > settings.timeout:
+                self.slow[f] = seconds
+                continue
             self.usable_files.append(f)
+        for f, why in tm.broken.items():
+            self.excluded.setdefault(f, f"error at collection: {why}")
+        self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded and t not in tm.cut)
+        self.cut = sorted(t for t in tm.cut if self.tm.file_of(t) not in self.excluded)
+        self.flaky: set[str] = set()
+        self._lock = threading.Lock()
+
+    def notes(self) -> list[str]:
+        """One line per kind of exclusion: test files and tests that fail on the original code."""
+        out = []
+        if self.excluded:
+            verb = "fails or errors" if len(self.excluded) == 1 else "fail or error"
+            out.append(f"excluded {_count(len(self.excluded), 'test file')} that {verb} on the original code: "
+                       + _listing([f"{f} ({why})" for f, why in sorted(self.excluded.items())]))
+        if self.slow:
+            out.append(f"not selecting {_count(len(self.slow), 'test file')} whose tests took longer under coverage "
+                       f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
+                       + _listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
+        if self.cut:
+            out.append(f"excluded {_count(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
+                       f"(longer than one test run may take, [validate] timeout): " + _listing(self.cut))
+        if self.failing:
+            verb = "fails" if len(self.failing) == 1 else "fail"
+            out.append(f"excluded {_count(len(self.failing), 'test')} that {verb} on the original code: "
+                       + _listing(self.failing))
+        return out
+
+    def exclude_flaky(self, tests: list[str]) -> list[str]:
+        """Never select `tests` again (they passed in the coverage run, then failed on the original code)."""
+        with self._lock:
+            new = sorted(set(tests) & self.passing)
+            if new:
+                self.flaky.update(new)
+                self.passing = self.passing - set(new)
+            return new
 
     def select_tests(self, tests: set[str]) -> tuple[list[str], list[str], list[str]] | None:
         """(test files, deselected ids, expected passing ids) for a set of tests that must run."""
@@ -240,6 +314,23 @@ class _Repo:
             return None
         deselect = [t for f in sorted(files) for t in self.tests_by_file[f] if t not in self.passing]
         return sorted(files), deselect, expected(files)
+
+
+def foreign_imports(sb: Sandbox, python: str) -> dict[str, str]:
+    """Top-level packages of the repository that `python` imports from outside the workspace (name -> path)."""
+    from importlib import resources
+
+    roots = list(getattr(sb, "import_roots", None) or [sb.root])
+    script = sb.scratch_path("ssrkit_imports.py")
+    sb.write_file(script, resources.files("ssrkit.sandbox").joinpath("_imports.py").read_bytes())
+    res = sb.run(" ".join(_q(a) for a in (python, script, *roots)), timeout=60)
+    try:
+        found = json.loads(res.output.strip().splitlines()[-1]) if res.ok and res.output.strip() else {}
+    except (ValueError, IndexError):
+        return {}
+    root = sb.root.rstrip("/") + "/"
+    real = os.path.realpath(sb.root).rstrip("/") + "/"
+    return {n: w for n, w in found.items() if isinstance(w, str) and not w.startswith((root, real))}
 
 
 # -- candidate streams -------------------------------------------------------------------------------
@@ -435,6 +526,7 @@ class _Engine:
         self.validator = _SharedValidator(settings, self)
         self.repo: _Repo | None = None
         self.screen_timeout: float | None = None  # pre-screen and bug runs (validation keeps its own)
+        self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
 
     # sandboxes: one per worker thread, prepared once, reset between candidates
     def sandbox(self) -> Sandbox:
@@ -474,7 +566,9 @@ class _Engine:
         t0 = time.monotonic()
         try:
             out = self._evaluate(cand)
-        except (SsrkitError, WeakenError) as e:
+        except WeakenError as e:
+            out = Outcome(cand, "unweakenable", str(e))
+        except SsrkitError as e:
             out = Outcome(cand, "error", str(e))
         except (OSError, UnicodeDecodeError, ValueError) as e:
             out = Outcome(cand, "error", f"{type(e).__name__}: {e}")
@@ -549,8 +643,14 @@ class _Engine:
         by_file: dict[str, list] = {}
         for t in failing:
             loc = locate_test(t, repo.profile.runner, repo.tm.test_files, test_files)
+            if loc is not None and loc.classes:
+                loc = relocate(loc, lambda f: sb.read_file(f).decode("utf-8"), repo.tests_by_file)
             if loc is None or loc.file not in test_files:
-                return Outcome(cand, "unweakenable", f"cannot locate the test {t}", bug_key=key, runs=runs)
+                where = f" (defined in {loc.file}, not a selected test file)" if loc is not None else ""
+                return Outcome(cand, "unweakenable", f"cannot locate the test {t}{where}", bug_key=key, runs=runs)
+            if not loc.file.endswith(".py"):
+                return Outcome(cand, "unweakenable", f"the failing test {t} is in {loc.file}, not a Python "
+                                                     f"test module; skipped", bug_key=key, runs=runs)
             by_file.setdefault(loc.file, []).append(loc)
         sb.reset(BASE)
         for f, locs in sorted(by_file.items()):
@@ -572,6 +672,12 @@ class _Engine:
         runs -= "original run taken from the cache" in report.warnings
         if not report.valid:
             first = report.first_failure
+            if first is not None and first.name == "original_passes":
+                statuses = report.runs.get("original", {}).get("statuses", {})
+                flaky = repo.exclude_flaky([t for t, st in statuses.items() if st != PASSED])
+                if flaky:
+                    self.on_event(Event("note", f"excluded {_count(len(flaky), 'test')} that passed under coverage "
+                                                f"but failed on the original code (flaky): {_listing(flaky)}"))
             return Outcome(cand, "invalid", f"{first.name}: {first.message}" if first else "invalid",
                            artifact=staging, artifact_id=art.id, bug_key=key, runs=runs)
         return Outcome(cand, VALID, f"{len(report.fail_to_pass)} FAIL_TO_PASS", artifact=staging,
@@ -603,7 +709,18 @@ class _Engine:
                 s.inflight -= 1
                 outcome = fut.result()
                 s.results[outcome.candidate.index] = outcome
+                if outcome.message:
+                    self.last_messages.setdefault(outcome.status, outcome.message)
                 self.on_event(Event("candidate", outcome.message, outcome))
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _listing(items: list[str], shown: int = 5) -> str:
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 def _q(s: str) -> str:
@@ -677,7 +794,16 @@ class Session:
         self.out.mkdir(parents=True, exist_ok=True)
         self.seed = seed
         self.cache = cache
-        self.emit = on_event or (lambda e: None)
+        self.notes: list[str] = []
+        user_event = on_event or (lambda e: None)
+
+        def emit(e: Event) -> None:
+            if e.kind == "note":
+                self.notes.append(e.message)
+            user_event(e)
+
+        self.emit = on_event = emit
+        self.foreign: dict[str, str] = {}  # package under test -> where the tests import it from, if elsewhere
         if sandbox_factory is None:
             be = backend or config.get("sandbox", "backend", "auto")
             opts = options or SandboxOptions()
@@ -721,10 +847,23 @@ class Session:
         head = sb.run("git rev-parse HEAD", timeout=60)
         self.engine.base_commit = head.output.strip() if head.ok and head.output.strip() else None
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
+        cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=float(self.section.get("coverage_timeout", 600)),
+                                     timeout=cov_timeout, test_limit=self.settings.timeout,
                                      fingerprint=self.engine.fingerprint, cache=self.cache)
         self.engine.repo = _Repo(sb, self.testmap, self.profile, self.settings, self.test_patterns)
+        if not self.testmap.complete:
+            self.emit(Event("note", f"the suite did not finish within its coverage timeout "
+                                    f"({cov_timeout:g}s); using the "
+                                    f"{len(self.testmap.outcomes)} tests that ran (raise [inject] coverage_timeout "
+                                    f"for the rest)"))
+        for line in self.engine.repo.notes():
+            self.emit(Event("note", line))
+        if self.testmap.tracer:
+            self.emit(Event("note", f"per-test coverage measured by {self.testmap.tracer}"))
+        self.foreign = foreign_imports(sb, self.profile.python)
+        for name, where in sorted(self.foreign.items()):
+            self.emit(Event("note", f"the tests import {name} from {where}, not from the workspace"))
         # a mutant may loop forever: screening runs get a few times the whole suite's duration
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
         self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
@@ -742,6 +881,58 @@ class Session:
         if strategy == COMBINE:
             return _combine_stream(pool or [], rng)
         raise SsrkitError(f"unknown strategy {strategy!r}")
+
+    def diagnose(self, stats: dict[str, StrategyStats]) -> list[str]:
+        """Why a run wrote nothing: the stage that ran dry, its top reasons, the setting that would change it."""
+        repo = self.repo
+        lines: list[str] = []
+        foreign = "; ".join(f"{n} is imported from {w}" for n, w in sorted(self.foreign.items()))
+        if not repo.passing:
+            lines.append(f"no test passes on the original code ({len(repo.tm.outcomes)} ran; "
+                         f"{_listing(repo.notes()) or 'see the test output'})")
+            lines.append("setting: [inject] python or test_command in ssrkit.toml, or run ssrkit with the "
+                         "virtualenv activated in which the repository's tests pass")
+            return lines
+        covered = {p: m for p, m in repo.modules.items() if m.covered}
+        if not covered:
+            measured = [p for p in repo.tm.files if p.endswith(".py")]
+            lines.append(f"no covered function: the {len(repo.passing)} passing tests execute no code file of "
+                         f"the repository outside the test patterns ({len(measured)} measured file(s)"
+                         + (f": {_listing(measured, 3)}" if measured else "") + ")")
+            if foreign:
+                lines.append(f"the package under test is not the workspace's: {foreign}")
+                lines.append("setting: install the repository itself into that environment (pip install -e .), or "
+                             "[sandbox] env = {PYTHONPATH = \"<dir holding the package>\"} in ssrkit.toml")
+            else:
+                lines.append("setting: [validate] test_patterns in ssrkit.toml (the code may lie under a "
+                             "directory a test pattern names)")
+            return lines
+        tried = sum(st.tried for st in stats.values())
+        if not tried:
+            lines.append(f"no candidate: {len(covered)} covered module(s), but no operator applies to a line "
+                         "that a passing test executes" + (" and the history has no revertable commit"
+                                                            if HISTORY in stats else ""))
+            lines.append("setting: --strategy expression,removal,history (all strategies), or more tests in "
+                         "[inject] args")
+            return lines
+        counts: dict[str, int] = {}
+        for st in stats.values():
+            for k, v in st.statuses.items():
+                counts[k] = counts.get(k, 0) + v
+        top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+        lines.append(f"every one of the {tried} candidate(s) was discarded: "
+                     + ", ".join(f"{k} {v}" for k, v in top))
+        example = self.last_messages.get(top[0][0]) if top else None
+        if example:
+            lines.append(f"e.g. {top[0][0]}: {_tail(example, 240)}")
+        if foreign:
+            lines.append(f"the package under test is not the workspace's: {foreign}")
+        lines.append("setting: " + _HINTS.get(top[0][0] if top else "", "--max-tries (more candidates per strategy)"))
+        return lines
+
+    @property
+    def last_messages(self) -> dict[str, str]:
+        return self.engine.last_messages
 
     def evaluate(self, cand: Candidate) -> Outcome:
         """Pre-screen, weaken, write and validate one candidate (in this thread's worker sandbox)."""
@@ -829,7 +1020,8 @@ def inject(
             pass
         assert session.profile is not None and session.testmap is not None
         return InjectResult(artifacts, stats, session.profile.runner, len(session.testmap.outcomes),
-                            time.monotonic() - started, session.testmap.seconds, n)
+                            time.monotonic() - started, session.testmap.seconds, n, notes=list(session.notes),
+                            diagnosis=[] if artifacts else session.diagnose(stats), tracer=session.testmap.tracer)
 
 
 def _redistribute(streams: list[_Stream], deficit: int) -> bool:

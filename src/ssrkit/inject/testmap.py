@@ -7,13 +7,16 @@ command, so a second `ssrkit inject` on the same repository starts at once.
 
 The coverage helpers (`_cov/`) are copied into the sandbox's scratch directory and activated through a
 `sitecustomize` module on PYTHONPATH, so any test command — the full suite here, an artifact's
-`test_script.sh` in `repair` — gets per-test contexts without changes to the repository.
+`test_script.sh` in `repair` — gets per-test contexts without changes to the repository. When that Python
+has no `coverage` of its own, ssrkit's copy (copied next to the helpers) is used; nothing is installed into
+the user's environment. The map says which tracer measured it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -49,6 +52,12 @@ class TestMap:
     outcomes: dict[str, str]  # test id -> passed / failed / skipped / error
     test_files: dict[str, str]  # test id -> repository-relative file
     seconds: float = 0.0
+    doctests: set[str] = field(default_factory=set)  # ids of doctest items (not Python test functions)
+    broken: dict[str, str] = field(default_factory=dict)  # test file that errored at collection -> why
+    tracer: str = ""  # which coverage tracer measured the map, and whose coverage it was
+    durations: dict[str, float] = field(default_factory=dict)  # test id -> seconds under coverage
+    complete: bool = True  # False: the suite was cut at the coverage timeout; the map holds the tests that ran
+    cut: set[str] = field(default_factory=set)  # tests interrupted at the per-test limit (recorded as failed)
     _by_line: dict[str, dict[int, frozenset[int]]] = field(default_factory=dict, repr=False)
 
     # -- construction ----------------------------------------------------------------------------
@@ -56,11 +65,15 @@ class TestMap:
     def from_json(cls, data: dict[str, Any]) -> "TestMap":
         files = {p: {int(k): v for k, v in per.items()} for p, per in data["files"].items()}
         return cls(list(data["contexts"]), files, dict(data["outcomes"]), dict(data["test_files"]),
-                   float(data.get("seconds", 0.0)))
+                   float(data.get("seconds", 0.0)), set(data.get("doctests", ())), dict(data.get("broken", {})),
+                   str(data.get("tracer", "")), {k: float(v) for k, v in data.get("durations", {}).items()},
+                   bool(data.get("complete", True)), set(data.get("cut", ())))
 
     def to_json(self) -> dict[str, Any]:
         return {"contexts": self.contexts, "files": {p: {str(k): v for k, v in per.items()} for p, per in self.files.items()},
-                "outcomes": self.outcomes, "test_files": self.test_files, "seconds": round(self.seconds, 3)}
+                "outcomes": self.outcomes, "test_files": self.test_files, "seconds": round(self.seconds, 3),
+                "doctests": sorted(self.doctests), "broken": self.broken, "tracer": self.tracer,
+                "durations": self.durations, "complete": self.complete, "cut": sorted(self.cut)}
 
     # -- queries ---------------------------------------------------------------------------------
     def passing(self) -> set[str]:
@@ -108,45 +121,71 @@ class TestMap:
 # -- collection ----------------------------------------------------------------------------------
 
 def install_helpers(sandbox: Sandbox) -> str:
-    """Copy the coverage helpers into the sandbox's scratch directory; return that directory."""
+    """Copy the coverage helpers, and ssrkit's own coverage package as a fallback (`vendor/`), into the
+    sandbox's scratch directory; return that directory."""
     d = sandbox.scratch_path("ssrkit_cov")
     for name in _HELPERS:
         data = resources.files("ssrkit.inject").joinpath("_cov").joinpath(name).read_bytes()
         sandbox.write_file(f"{d}/{name}", data)
+    for rel, data in _coverage_package():
+        sandbox.write_file(f"{d}/vendor/coverage/{rel}", data)
     return d
 
 
-def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str) -> str:
-    """Shell prefix that runs a command under per-test coverage writing into `out_dir`."""
+_COVERAGE_FILES: list[tuple[str, bytes]] | None = None
+
+
+def _coverage_package() -> list[tuple[str, bytes]]:
+    """The files of ssrkit's own coverage package: its modules and C tracer (not the HTML report assets)."""
+    global _COVERAGE_FILES
+    if _COVERAGE_FILES is None:
+        import coverage
+
+        root = os.path.dirname(os.path.abspath(coverage.__file__))
+        files = []
+        for name in sorted(os.listdir(root)):
+            if name.endswith((".py", ".so", ".pyd", ".typed")):
+                with open(os.path.join(root, name), "rb") as fh:
+                    files.append((name, fh.read()))
+        _COVERAGE_FILES = files
+    return _COVERAGE_FILES
+
+
+def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str, test_limit: float = 0.0) -> str:
+    """Shell prefix that runs a command under per-test coverage writing into `out_dir`; with `test_limit`, a
+    test running longer than that many seconds is interrupted and recorded as cut."""
     rc = f"{out_dir}/coveragerc"
     omit = ", ".join(_OMIT)
     sandbox.write_file(rc, f"[run]\ndata_file = {out_dir}/.coverage\nparallel = True\nsource = {sandbox.root}\n"
                            f"omit = {omit}\n")
     q = shlex.quote
     return (f"rm -f {q(out_dir)}/.coverage* {q(out_dir)}/outcomes-*.json; "
-            f"export COVERAGE_PROCESS_START={q(rc)} COVERAGE_CORE=ctrace SSRKIT_COV_DIR={q(out_dir)} "
+            f"unset COVERAGE_CORE; export COVERAGE_PROCESS_START={q(rc)} SSRKIT_COV_DIR={q(out_dir)} "
+            f"SSRKIT_COV_VENDOR={q(helper_dir + '/vendor')} SSRKIT_COV_TEST_LIMIT={test_limit:g} "
             f"PYTEST_PLUGINS=ssrkit_cov_pytest${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}} "
             f"PYTHONPATH={q(helper_dir)}${{PYTHONPATH:+:$PYTHONPATH}}; ")
 
 
 def run_with_coverage(sandbox: Sandbox, command: str, *, python: str, timeout: float,
-                      name: str = "run") -> tuple[Any, TestMap]:
+                      name: str = "run", test_limit: float = 0.0) -> tuple[Any, TestMap]:
     """Run `command` under per-test coverage; return (the command's ExecResult, the map)."""
     helper_dir = install_helpers(sandbox)
     out_dir = sandbox.scratch_path(f"ssrkit_cov_{name}")
     sandbox.run(f"mkdir -p {shlex.quote(out_dir)}", timeout=30)
-    prefix = coverage_env_prefix(sandbox, helper_dir, out_dir)
+    prefix = coverage_env_prefix(sandbox, helper_dir, out_dir, test_limit)
     started = time.monotonic()
     res = sandbox.run(f"{prefix}{command}", timeout=timeout)
     seconds = time.monotonic() - started
     try:
         sandbox.read_file(f"{out_dir}/no-coverage")
-        raise SsrkitError("per-test coverage needs the `coverage` package in the Python that runs the "
-                          f"repository's tests ({python}); install it there (pip install coverage)")
+        raise SsrkitError("per-test coverage needs the `coverage` package, and neither the Python that runs "
+                          f"the repository's tests ({python}) nor ssrkit's copy of it imports there; install "
+                          "coverage into that environment (pip install coverage)")
     except FileNotFoundError:
         pass
     out_file = f"{out_dir}/map.json"
-    dump = sandbox.run(f"{python} {shlex.quote(helper_dir + '/dump.py')} {shlex.quote(sandbox.root)} "
+    dump = sandbox.run(f"SSRKIT_COV_VENDOR={shlex.quote(helper_dir + '/vendor')} "
+                       f"{python} {shlex.quote(helper_dir + '/dump.py')} {shlex.quote(sandbox.root)} "
                        f"{shlex.quote(out_dir)} {shlex.quote(out_file)}", timeout=max(60.0, timeout / 4))
     if not dump.ok:
         raise SsrkitError(f"could not read the per-test coverage data: {dump.output.strip()[-400:]}")
@@ -166,23 +205,33 @@ def repo_fingerprint(sandbox: Sandbox) -> str:
 
 
 def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float, fingerprint: str,
-                  cache: bool = True) -> TestMap:
-    """The per-test coverage map of the whole suite, from the cache when this state was mapped before."""
-    key = hashlib.sha256(f"{fingerprint}\0{command}\0{python}\0{helpers_version()}\0{__version__}".encode()).hexdigest()[:32]
+                  cache: bool = True, test_limit: float = 0.0) -> TestMap:
+    """The per-test coverage map of the whole suite, from the cache when this state was mapped before.
+
+    `test_limit`: seconds one test may run under coverage before it is cut (0: no limit)."""
+    key = hashlib.sha256(f"{fingerprint}\0{command}\0{python}\0{helpers_version()}\0{__version__}\0{test_limit:g}"
+                         .encode()).hexdigest()[:32]
     path = cache_dir().parent / "testmaps" / f"{key}.json"
     if cache and path.is_file():
         try:
             return TestMap.from_json(read_json(path))
         except (OSError, ValueError, KeyError):
             pass
-    res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite")
+    res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite",
+                                test_limit=test_limit)
     if res.timed_out:
-        raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage "
-                          f"(raise [inject] coverage_timeout or narrow the tests with [inject] args)")
+        if not tm.passing():
+            raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage, and no test "
+                              f"had passed by then (raise [inject] coverage_timeout or narrow the tests with "
+                              f"[inject] args)")
+        tm.complete = False  # a map of the tests that ran; not cached, the next run tries the whole suite again
+        return tm
     if not tm.outcomes:
         tail = "\n".join(res.output.strip().splitlines()[-15:])
-        raise SsrkitError(f"no test ran under `{command}` (exit code {res.exit_code}); set [inject] runner / "
-                          f"test_command in ssrkit.toml. Output:\n{tail}")
+        broken = "".join(f"\n  {f}: {why}" for f, why in sorted(tm.broken.items())[:10])
+        stage = (f"every test file errored at collection:{broken}\n" if broken else "")
+        raise SsrkitError(f"no test ran under `{command}` (exit code {res.exit_code}); {stage}set [inject] "
+                          f"runner / test_command / args in ssrkit.toml. Output:\n{tail}")
     if cache:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,9 @@ out, and every other line of the file is kept byte for byte.
 from __future__ import annotations
 
 import ast
+import posixpath
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
 from .runner import TestLocation
 from .source_text import Edit, SourceText, apply_edits, node_first_line
@@ -71,9 +73,70 @@ def _find_in_bases(module: list[ast.stmt], cls: ast.ClassDef, name: str, seen: s
     return None
 
 
+def relocate(loc: TestLocation, read: Callable[[str], str], files: Iterable[str], _depth: int = 0) -> TestLocation:
+    """Where the test's function is defined when its id names a class imported into the module (`from
+    .test_a import TestA`, collected again there) or a class inheriting it from an imported base: that
+    module's location, among `files`; else `loc` unchanged."""
+    if not loc.classes or _depth > 4 or not loc.file.endswith(".py"):
+        return loc
+    try:
+        tree = ast.parse(read(loc.file))
+    except (OSError, SyntaxError, ValueError):
+        return loc
+    first = loc.classes[0]
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == first), None)
+    if cls is None:
+        found = _imported(tree, loc.file, first, files)
+        if found is None:
+            return loc
+        return relocate(TestLocation(found[0], (found[1], *loc.classes[1:]), loc.name), read, files, _depth + 1)
+    if len(loc.classes) > 1 or _find_def(cls.body, loc.name) is not None \
+            or _find_in_bases(tree.body, cls, loc.name, set()) is not None:
+        return loc
+    local = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id not in local:
+            found = _imported(tree, loc.file, base.id, files)
+            if found is not None:
+                moved = relocate(TestLocation(found[0], (found[1],), loc.name), read, files, _depth + 1)
+                if moved.file != loc.file:
+                    return moved
+    return loc
+
+
+def _imported(tree: ast.Module, path: str, name: str, files: Iterable[str]) -> tuple[str, str] | None:
+    """(file, original name) of a module-level `from M import name [as alias]` whose M is one of `files`."""
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            mod = (node.module or "").replace(".", "/")
+            if node.level:
+                base = posixpath.dirname(path)
+                for _ in range(node.level - 1):
+                    base = posixpath.dirname(base)
+                want = posixpath.normpath(posixpath.join(base, mod)) + ".py"
+                hits = [f for f in files if f == want]
+            else:
+                hits = sorted((f for f in files if f == mod + ".py" or f.endswith("/" + mod + ".py")), key=len)
+            if hits:
+                return hits[0], alias.name
+    return None
+
+
 def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>") -> str:
-    """`text` without the test functions at `locations` (all in this one file)."""
-    st = SourceText(text, path)
+    """`text` without the test functions at `locations` (all in this one file).
+
+    Only Python test modules are edited: a doctest text file or any other file that does not parse as Python
+    raises WeakenError with the reason, never a SyntaxError."""
+    if path != "<test>" and not path.endswith(".py"):
+        raise WeakenError(f"{path} is not a Python test module (a doctest text or data file): not weakened")
+    try:
+        st = SourceText(text, path)
+    except (SyntaxError, ValueError) as e:
+        raise WeakenError(f"{path} does not parse as Python ({getattr(e, 'msg', e)}): not weakened") from None
     targets: dict[int, _Target] = {}
     for loc in locations:
         t = _find(st, loc)

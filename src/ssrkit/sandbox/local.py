@@ -28,10 +28,14 @@ Isolation (bubblewrap, when `bwrap` is installed and works)
     all live in its pid namespace: when the command exits or times out, everything in it dies.
 
     Without bubblewrap (or with `isolation="none"`), commands are plain subprocesses in their own session,
-    at the workspace path (`root`), with the workspace root and its `src/` first on PYTHONPATH so an
-    editable install of the original does not shadow the workspace; in their own pid namespace and /proc
-    via `unshare` where that works (as root, or with user namespaces). One warning says exactly what is not
-    isolated (`not_isolated`).
+    at the workspace path (`root`), with its import roots first on PYTHONPATH (below); in their own pid
+    namespace and /proc via `unshare` where that works (as root, or with user namespaces). One warning says
+    exactly what is not isolated (`not_isolated`).
+
+Import roots
+    In both modes the repository's import roots (its root, `src/`, what its packaging declares; see
+    `_imports.py`) under `root` come first on PYTHONPATH, so neither an editable install of the original
+    nor a non-editable copy of the same package in site-packages shadows the workspace's code.
 
 Limits
     rlimits set by a bash wrapper inside the sandbox: address space (`memory_mb`), processes (`pids`, set
@@ -66,6 +70,7 @@ from typing import Mapping
 
 from ..errors import SandboxError
 from . import _cgroup, _cleanup
+from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
@@ -491,6 +496,8 @@ class LocalSandbox(Sandbox):
             self.scratch = os.path.join(self.dir, "scratch")
             self.home = os.path.join(self.dir, "home")
             self.root = self.original if self.isolated else self.ws.path
+            #: absolute in-sandbox directories put first on PYTHONPATH
+            self.import_roots = [os.path.normpath(os.path.join(self.root, r)) for r in import_roots(self.ws.path)]
             self.cgroup = _cgroup.SandboxCgroup.create(self.limits.pids, self.limits.memory_mb)
             if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
@@ -663,11 +670,9 @@ class LocalSandbox(Sandbox):
         else:
             env["TMPDIR"] = os.path.join(self.dir, "tmp")
             env["SSRKIT_SANDBOX_TOKEN"] = self._token
-            front = [self.ws.path]
-            if os.path.isdir(os.path.join(self.ws.path, "src")):
-                front.append(os.path.join(self.ws.path, "src"))
-            rest = [p for p in env.get("PYTHONPATH", "").split(":") if p and p not in front]
-            env["PYTHONPATH"] = ":".join(front + rest)
+        front = self.import_roots
+        rest = [p for p in env.get("PYTHONPATH", "").split(":") if p and p not in front]
+        env["PYTHONPATH"] = ":".join(front + rest)
         return env
 
     def _resolve_cwd(self, cwd: str | None) -> str:

@@ -2,7 +2,9 @@
 
 usage: python dump.py ROOT COVDIR OUTFILE
 Writes {"contexts": [test ids], "files": {relpath: {context index: [lines]}},
-        "outcomes": {test id: status}, "test_files": {test id: relpath}}.
+        "outcomes": {test id: status}, "test_files": {test id: relpath}, "doctests": [test ids],
+        "broken": {relpath: message}, "tracer": "...", "durations": {test id: seconds},
+        "cut": [test ids interrupted at the per-test limit]}.
 """
 
 import glob
@@ -10,7 +12,7 @@ import json
 import os
 import sys
 
-import coverage
+from ssrkit_cov import import_coverage
 
 
 def rel(path, root):
@@ -21,7 +23,10 @@ def rel(path, root):
 
 def main():
     root, covdir, outfile = os.path.realpath(sys.argv[1]), sys.argv[2], sys.argv[3]
-    outcomes, test_files = {}, {}
+    coverage, _ = import_coverage()
+    if coverage is None:
+        sys.exit("coverage is not importable (neither the environment's nor ssrkit's copy)")
+    outcomes, test_files, doctests, broken, tracers, durations, cut = {}, {}, set(), {}, set(), {}, set()
     rank = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
     for name in sorted(glob.glob(os.path.join(covdir, "outcomes-*.json"))):
         with open(name) as fh:
@@ -33,6 +38,16 @@ def main():
             r = rel(path, root)
             if r:
                 test_files[test_id] = r
+        doctests.update(part.get("doctests", ()))
+        cut.update(part.get("cut", ()))
+        for path, message in part.get("broken", {}).items():
+            r = rel(path, root)
+            if r:
+                broken[r] = message
+        for test_id, seconds in part.get("durations", {}).items():
+            durations[test_id] = max(durations.get(test_id, 0.0), round(seconds, 4))
+        if part.get("tracer"):
+            tracers.add(part["tracer"])
     cov = coverage.Coverage(data_file=os.path.join(covdir, ".coverage"), config_file=False)
     if glob.glob(os.path.join(covdir, ".coverage.*")):
         cov.combine([covdir], keep=True)
@@ -52,7 +67,9 @@ def main():
         if per:
             files[r] = {str(k): v for k, v in sorted(per.items())}
     with open(outfile + ".tmp", "w") as fh:
-        json.dump({"contexts": contexts, "files": files, "outcomes": outcomes, "test_files": test_files}, fh)
+        json.dump({"contexts": contexts, "files": files, "outcomes": outcomes, "test_files": test_files,
+                   "doctests": sorted(doctests), "broken": broken, "tracer": ", ".join(sorted(tracers)),
+                   "durations": durations, "cut": sorted(cut)}, fh)
     os.replace(outfile + ".tmp", outfile)
 
 
