@@ -422,10 +422,9 @@ class Engine:
                 from .executor import write_tree
 
                 i, _, name, _ = jobs[k]
-                d = attempt_dir(items[i][0], name)
-                if d.exists():
-                    shutil.rmtree(d)
-                write_tree(d, files, last=(EVAL,))
+                artifact = items[i][0]
+                artifact.remove(f"{ATTEMPTS}/{name}")  # refuses a symlinked attempts/ or attempt directory
+                write_tree(artifact.make_dir(f"{ATTEMPTS}/{name}"), files, last=(EVAL,))
             if on_done:
                 on_done(record)
 
