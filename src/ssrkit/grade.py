@@ -53,7 +53,7 @@ from typing import Any
 
 from . import __version__
 from . import patch as patches
-from .artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
+from .artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
 from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
@@ -61,7 +61,6 @@ from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
 from .text import clip
 
-FIX_LABEL = "fix.diff"
 
 #: Top-level names a fix may not add at an import root: the standard library and the runner's own packages.
 RUNNER_MODULES = frozenset({
@@ -129,21 +128,9 @@ class Expectations:
         return [*self.fail_to_pass, *self.pass_to_pass]
 
 
-def current_validation(artifact: Artifact) -> dict[str, Any]:
-    """The artifact's validation.json, provided it was made from the artifact's present files."""
-    data = artifact.validation
-    if data is None:
-        raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
-                          f"ssrkit validate {artifact.path}")
-    if data.get("content_id") and data["content_id"] != artifact.content_id():
-        raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
-                          f"first: ssrkit validate {artifact.path} --redo")
-    return data
-
-
 def load_expectations(artifact: Artifact) -> Expectations:
     """FAIL_TO_PASS / PASS_TO_PASS of a valid, up-to-date validation; SsrkitError otherwise."""
-    data = current_validation(artifact)
+    data = artifact.current_validation()
     if not data.get("valid"):
         checks = data.get("checks") or []
         first = next((c for c in checks if c.get("status") == "failed"), None)
@@ -264,7 +251,7 @@ def _read_original(sandbox: Sandbox, path: str) -> bytes | None:
 def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings) -> tuple[list[str], list[str]]:
     """(paths to restore or delete, fix files that are shadowing modules)."""
     touched: list[str] = []
-    for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX_LABEL, fix_diff)):
+    for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX, fix_diff)):
         for p in patches.touched_files(diff, label):
             if p not in touched:
                 touched.append(p)
@@ -273,7 +260,7 @@ def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings)
         if p not in out and matches(p, settings.patterns):
             out.append(p)
     shadows: list[str] = []
-    for c in patches.parse(fix_diff, FIX_LABEL) if settings.guard_shadows else []:
+    for c in patches.parse(fix_diff, FIX) if settings.guard_shadows else []:
         if c.target and c.target not in out and c.target not in shadows and shadowed_module(c.target):
             shadows.append(c.target)  # deleted below unless the file exists in the original repository
     return out, shadows
@@ -292,7 +279,7 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     Raises PatchError naming `fix.diff` when the fix does not apply (or escapes the repository), and
     SsrkitError when the artifact's own diffs do not apply (the artifact changed or its source did).
     """
-    patches.check_paths(fix_diff, FIX_LABEL)
+    patches.check_paths(fix_diff, FIX)
     paths, shadows = _protected_paths(artifact, fix_diff, settings)
     sandbox.reset(PRISTINE)
     originals = {p: _read_original(sandbox, p) for p in paths}
@@ -306,8 +293,8 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
     # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
     sandbox.fresh_history(message="Initial commit")
-    sandbox.apply_patch(fix_diff, label=FIX_LABEL)
-    fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
+    sandbox.apply_patch(fix_diff, label=FIX)
+    fix_touched = set(patches.touched_files(fix_diff, FIX))
     todo = paths + [p for p in shadows if p not in paths]
     script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
     res = sandbox.run(script, timeout=60)
@@ -576,11 +563,11 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     expect = expect or load_expectations(artifact)
     started = time.monotonic()
     try:
-        patches.check_size(fix_diff, FIX_LABEL)
+        patches.check_size(fix_diff, FIX)
     except PatchError as e:
         return Grade(False, f"the fix is too large: {e}", seconds=time.monotonic() - started)
     try:
-        fix_files = patches.touched_files(fix_diff, FIX_LABEL)
+        fix_files = patches.touched_files(fix_diff, FIX)
     except PatchError as e:
         return Grade(False, clip(f"the fix does not apply (not a diff git reads): {e}"),
                      seconds=time.monotonic() - started)

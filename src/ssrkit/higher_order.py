@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, METADATA, TEST_FILES, Artifact, Metadata, content_id, create_artifact
+from .artifact import BUG_DIFF, EVAL, FIX, METADATA, TEST_FILES, TEST_SCRIPT, WEAKEN_DIFF, Artifact, Metadata, content_id, create_artifact
 from .errors import PatchError, SsrkitError
-from .grade import FIX_LABEL, GradeSettings
+from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
-from .solve import EVAL, FIX, completed_attempts, read_eval
+from .attempts import completed_attempts, read_eval
 from .source import RepoSource
 
 if TYPE_CHECKING:
@@ -60,8 +60,8 @@ def code_part(fix_diff: str, artifact: Artifact, settings: GradeSettings) -> str
         return ""
     listed = set(artifact.test_files)
     keep = []
-    per_file = patches.split_by_file(fix_diff, FIX_LABEL)
-    changes = {c.path: c for c in patches.parse(fix_diff, FIX_LABEL)}
+    per_file = patches.split_by_file(fix_diff, FIX)
+    changes = {c.path: c for c in patches.parse(fix_diff, FIX)}
     for path, sub in per_file.items():
         c = changes[path]
         sides = [p for p in (c.source, c.target) if p]
@@ -76,7 +76,7 @@ def combined_bug_diff(sandbox: Sandbox, artifact: Artifact, fix_code: str, setti
     sandbox.reset(PRISTINE)
     sandbox.fresh_history(message="original")  # HEAD = the original tree as the sandbox holds it
     sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
-    sandbox.apply_patch(fix_code, label=FIX_LABEL)
+    sandbox.apply_patch(fix_code, label=FIX)
     diff = sandbox.diff()
     return code_part(diff, artifact, settings)
 
@@ -222,8 +222,8 @@ def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
                       "parent_strategy": parent_meta.strategy},
             extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
         )
-        create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
-                        test_script=texts["test_script.sh"], test_files=artifact.test_files,
+        create_artifact(dest, bug_diff=combined, weaken_diff=texts[WEAKEN_DIFF],
+                        test_script=texts[TEST_SCRIPT], test_files=artifact.test_files,
                         test_parser=texts["test_parser.py"], metadata=meta)
         outcomes.append(Outcome(str(artifact.path), name, "created",
                                 f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",

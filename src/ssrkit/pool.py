@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import ATTEMPTS, CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
+from .artifact import CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
 from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
@@ -255,8 +255,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
                 attempts += int(r["n_attempts"])
                 solved += int(r["n_solved"])
                 rates.append(float(r["solve_rate"]))
-        for d in a.attempt_dirs():
-            ev = a.read_json(f"{ATTEMPTS}/{d.name}/eval.json") or {}
+        for s in scored_attempts(a):
+            ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
     higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])

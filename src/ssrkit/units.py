@@ -86,7 +86,9 @@ def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name
                  hide: list[str] | None) -> tuple[dict[str, Any], dict[str, bytes] | None]:
     """Run attempt `name` (or re-grade it when `solver` is None): (its eval.json, its files when they
     must be written by the driver — None when it was made in place)."""
-    from .solve import EVAL, Engine, attempt_dir
+    from .artifact import EVAL
+    from .attempts import attempt_dir
+    from .solve import Engine
 
     engine = spec if isinstance(spec, Engine) else Engine(spec)
     if ref.files is None:

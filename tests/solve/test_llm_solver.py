@@ -8,7 +8,9 @@ import json
 from scripted_server import ScriptedServer, bash, edit, submit
 
 from ssrkit.agents import ModelClient
-from ssrkit.solve import EVAL, FIX, TEST_OUTPUT, LLMSolver, attempt_dir, make_solver
+from ssrkit.artifact import EVAL, FIX, TEST_OUTPUT
+from ssrkit.attempts import attempt_dir
+from ssrkit.solvers import LLMSolver, make_solver
 
 from . import calc
 

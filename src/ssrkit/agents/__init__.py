@@ -6,7 +6,6 @@ Only this package talks to a model. Public API:
     AgentConfig(max_turns, command_timeout, context_tokens, wall_clock_s, max_format_errors, output_chars)
     Agent(client, sandbox, config).run(Trajectory(...), system, task)
     run_llm_injection(sandbox, client, out_dir=..., strategy=..., thresholds=..., seed=...) -> InjectionResult
-    run_llm_solver(sandbox, client, task_text, out_dir) -> (Trajectory, fix_diff)
 """
 
 from .client import Completion, ContextLengthError, ModelClient, ModelError, Sampling
@@ -14,12 +13,11 @@ from .injector import (DEFAULT_MIXTURE, InjectionResult, Thresholds, choose_stra
                        run_llm_injection)
 from .loop import Agent, AgentConfig, FormatError, ToolCall, parse_tool_call
 from .prompts import STRATEGIES, injector_prompts, solver_system, solver_task
-from .solver import run_llm_solver, task_from_weaken_diff
 from .trajectory import EXIT_STATUSES, FORMAT, Trajectory
 
 __all__ = [
     "Agent", "AgentConfig", "Completion", "ContextLengthError", "DEFAULT_MIXTURE", "EXIT_STATUSES", "FORMAT",
     "FormatError", "InjectionResult", "ModelClient", "ModelError", "STRATEGIES", "Sampling", "Thresholds",
     "ToolCall", "Trajectory", "choose_strategy", "injection_summary", "injector_prompts", "parse_tool_call",
-    "run_llm_injection", "run_llm_solver", "solver_system", "solver_task", "task_from_weaken_diff",
+    "run_llm_injection", "solver_system", "solver_task",
 ]

@@ -11,7 +11,7 @@ from rich.table import Table
 from ..artifact import find_artifacts
 from ..errors import SsrkitError
 from ..reward import DEFAULT_ALPHA, check_alpha
-from ..solve import artifact_reward, write_reward
+from ..attempts import artifact_reward, write_reward
 from .common import safe, ConfigOpt, JsonOpt, config_for, console, print_json
 
 EPILOG = """

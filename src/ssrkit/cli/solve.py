@@ -13,7 +13,9 @@ from rich.table import Table
 from ..artifact import Artifact, find_artifacts
 from ..errors import SsrkitError
 from ..grade import GradeSettings
-from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
+from ..attempts import attempt_records
+from ..solve import Engine, SolveOptions
+from ..solvers import SOLVERS, make_solver
 from ..source import RepoSource
 from ..executor import Shard, shard_items
 from .common import (safe, ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
