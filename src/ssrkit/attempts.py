@@ -18,11 +18,14 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .artifact import ATTEMPTS, EVAL, REWARD, TRAJECTORY, Artifact
 from .errors import SsrkitError
 from .fsutil import read_json
+
+if TYPE_CHECKING:
+    from .config import Config
 
 
 # -- the layout -----------------------------------------------------------------------------------
@@ -105,6 +108,16 @@ def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
 
 
 # -- rewards: reward.json (the I/O around the pure functions of reward.py) -------------------------
+
+def reward_alpha(cfg: "Config", alpha: float | None = None) -> float:
+    """α of the injector reward: the flag, else `[reward] alpha`, else `reward.DEFAULT_ALPHA`; checked."""
+    from .reward import DEFAULT_ALPHA, check_alpha
+
+    try:
+        return check_alpha(alpha if alpha is not None else cfg.get("reward", "alpha", DEFAULT_ALPHA))
+    except (TypeError, ValueError) as e:
+        raise SsrkitError(f"--alpha / [reward] alpha: {e}")
+
 
 def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
     """The reward.json object from validation.json and the finished attempts (not written)."""

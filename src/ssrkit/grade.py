@@ -58,7 +58,7 @@ from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
 from .pathmatch import matches
-from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
+from .testrun import ERROR, FAILED, PASSED, TEST_TIMEOUT, TestRun, run_tests
 from .text import clip
 
 
@@ -75,7 +75,7 @@ IMPORT_ROOTS = ("", "src")
 
 @dataclass
 class GradeSettings:
-    timeout: float = 90.0
+    timeout: float = TEST_TIMEOUT
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     protected: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED))
     canary: bool = True
@@ -83,12 +83,14 @@ class GradeSettings:
 
     @classmethod
     def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
+        """The test budget and patterns of `[validate]`, the guards of `[solve]`; `timeout` (a flag) wins."""
+        d = cls()
         return cls(
-            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", 90.0)),
-            test_patterns=list(cfg.get("validate", "test_patterns", DEFAULT_TEST_PATTERNS)),
-            protected=list(cfg.get("solve", "protected", DEFAULT_PROTECTED)),
-            canary=bool(cfg.get("solve", "canary", True)),
-            guard_shadows=bool(cfg.get("solve", "guard_shadows", True)),
+            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", d.timeout)),
+            test_patterns=list(cfg.get("validate", "test_patterns", d.test_patterns)),
+            protected=list(cfg.get("solve", "protected", d.protected)),
+            canary=bool(cfg.get("solve", "canary", d.canary)),
+            guard_shadows=bool(cfg.get("solve", "guard_shadows", d.guard_shadows)),
         )
 
     @property

@@ -33,6 +33,7 @@ from .source import RepoSource
 
 if TYPE_CHECKING:
     from .executor import Executor
+    from .validate import Validator
 
 MAX_ORDER = 2
 STRATEGY = "higher_order"
@@ -48,10 +49,17 @@ class Outcome:
     reason: str
     path: str | None = None  # the new artifact (created or duplicate)
     id: str | None = None
+    valid: bool | None = None  # after validation (None: not validated)
+    invalid_because: str | None = None  # the first failed check, "name: message"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"parent": self.parent, "attempt": self.attempt, "status": self.status, "reason": self.reason,
-                "path": self.path, "id": self.id}
+        out = {"parent": self.parent, "attempt": self.attempt, "status": self.status, "reason": self.reason,
+               "path": self.path, "id": self.id}
+        if self.valid is not None:
+            out["valid"] = self.valid
+        if self.invalid_because:
+            out["invalid_because"] = self.invalid_because
+        return out
 
 
 def code_part(fix_diff: str, artifact: Artifact, settings: GradeSettings) -> str:
@@ -239,14 +247,44 @@ def failed_attempts(artifact: Artifact) -> int:
 def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
              open_sandbox: Callable[[RepoSource], Sandbox] | None = None, *, settings: GradeSettings | None = None,
              max_new: int | None = None, executor: "Executor | None" = None,
-             sandbox: tuple[str, SandboxOptions] | None = None) -> list[Outcome]:
+             sandbox: tuple[str, SandboxOptions] | None = None, validator: "Validator | None" = None) -> list[Outcome]:
     """`make_higher_order` over many artifacts, duplicates detected across all of them.
 
     Artifacts are taken in order of how often their attempts failed (most first, then by id), so that with
     `max_new` the limit goes to the bugs the solver got wrong most often. With `executor` (and `sandbox`, the
     backend and options its units open sandboxes with), each artifact's fixes are combined as one unit, in
-    parallel; the artifacts are still written here, in that order, so the outcome is the same.
+    parallel; the artifacts are still written here, in that order, so the outcome is the same. With
+    `validator`, every artifact made (or found made by an earlier, perhaps killed, run) is validated and its
+    outcome says whether it is valid.
     """
+    outcomes = _make_all(items, out_dir, open_sandbox, settings=settings, max_new=max_new, executor=executor,
+                         sandbox=sandbox)
+    if validator is not None:
+        validate_made(outcomes, validator, executor)
+    return outcomes
+
+
+def validate_made(outcomes: list[Outcome], validator: "Validator", executor: "Executor | None" = None) -> None:
+    """Validate the artifacts `outcomes` made, once each (up-to-date ones are skipped), and record the verdicts."""
+    from .validate import validate_all
+
+    first: dict[str, Outcome] = {}
+    for o in outcomes:
+        if o.path and (o.status == "created" or (o.status == "duplicate" and Path(o.path).is_dir())):
+            first.setdefault(o.path, o)
+    if not first:
+        return
+    new = [Artifact(p) for p in first]
+    reports = validate_all([(a, a.metadata.repo) for a in new], validator, executor=executor)
+    verdicts: dict[str, tuple[bool, str | None]] = {}
+    for path, rep in zip(first, reports):
+        failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
+        verdicts[path] = (rep["valid"], f"{failed['name']}: {failed['message']}" if failed else None)
+    for o in first.values():
+        o.valid, o.invalid_because = verdicts[o.path]
+
+
+def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sandbox) -> list[Outcome]:
     if not items:
         return []
     if max_new is not None and max_new < 0:

@@ -27,7 +27,8 @@ from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, TEST_OUTPUT, TRAJECTORY, WE
 from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
 from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
-from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
+from .config import Config
+from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
 from .source import RepoSource
 
@@ -97,6 +98,23 @@ class SolveOptions:
     #: more host paths the solver must not see (`[solve] hide`, e.g. the run directory); the artifacts being
     #: solved and the parent of a higher-order artifact are always hidden
     hide: list[str] = field(default_factory=list)
+    attempts: int = 8  # finished attempts each artifact must have (`[solve] attempts`, `--attempts`)
+
+    @classmethod
+    def from_config(cls, cfg: Config, *, backend: str | None = None, jobs: int | None = None,
+                    timeout: float | None = None, seed: int | None = None,
+                    attempts: int | None = None) -> "SolveOptions":
+        """`[solve]` (jobs, hide, attempts), `[sandbox]` and the grading settings; flags (not None) win."""
+        d = cls()
+        return cls(
+            grade=GradeSettings.from_config(cfg, timeout=timeout),
+            backend=backend_from_config(cfg, backend),
+            sandbox=SandboxOptions.from_config(cfg),
+            jobs=jobs or int(cfg.get("solve", "jobs", d.jobs)),
+            seed=seed if seed is not None else d.seed,
+            hide=[str(p) for p in cfg.get("solve", "hide", d.hide)],
+            attempts=attempts if attempts is not None else int(cfg.get("solve", "attempts", d.attempts)),
+        )
 
 
 class Engine:
@@ -217,10 +235,12 @@ class Engine:
                 ex.close()
         return [record for record, _ in outs]
 
-    def solve(self, items: list[tuple[Artifact, RepoSource]], solver: Solver, *, attempts: int = 8,
+    def solve(self, items: list[tuple[Artifact, RepoSource]], solver: Solver, *, attempts: int | None = None,
               redo: bool = False, on_done: Callable[[dict[str, Any]], None] | None = None,
               executor: "Executor | None" = None) -> list[dict[str, Any]]:
-        """Make sure every artifact has `attempts` finished attempts; return the eval.json of each one run."""
+        """Make sure every artifact has `attempts` (default: the options') finished attempts; return the eval.json
+        of each one run."""
+        attempts = self.options.attempts if attempts is None else attempts
         jobs: list[tuple[int, Solver | None, str, Expectations]] = []
         hide = self.hidden_paths([a for a, _ in items])
         for i, (artifact, source) in enumerate(items):
@@ -240,3 +260,26 @@ class Engine:
                 if (d / FIX).is_file():
                     jobs.append((i, None, d.name, expect))
         return self._map(items, jobs, None, on_done, executor)
+
+
+def solvable(items: list[tuple[Artifact, RepoSource]], *,
+             strict: bool = True) -> tuple[list[tuple[Artifact, RepoSource]], list[str]]:
+    """The artifacts that may be solved, and a note for each invalid one left out.
+
+    Only valid artifacts whose validation.json is up to date are solved; an unvalidated or stale one is an
+    error (validate it first). When every artifact is invalid: an error if `strict` (one artifact named on
+    the command line, or a patch to grade), else nothing (a pipeline's directory of all-invalid artifacts is
+    nothing to do)."""
+    keep, notes = [], []
+    for art, source in items:
+        data = art.validation
+        if data is not None and data.get("valid") is False and data.get("content_id") in (None, art.content_id()):
+            notes.append(f"skipped {art.path}: invalid (validate it first after fixing it)")
+            continue
+        load_expectations(art)  # raises the "validate it first" errors
+        keep.append((art, source))
+    if not keep and strict:
+        if len(items) == 1:
+            load_expectations(items[0][0])
+        raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
+    return keep, notes

@@ -88,14 +88,12 @@ class LLMSolver(Solver):
         self.config = config
 
     @classmethod
-    def from_options(cls, *, client: Any = None, agent: dict[str, Any] | None = None, **_: Any) -> "LLMSolver":
-        """`client`: the `ModelClient` (built from flags and config by the CLI's `model_client`)."""
-        from .agents import AgentConfig
-
+    def from_options(cls, *, client: Any = None, agent: "AgentConfig | None" = None, **_: Any) -> "LLMSolver":
+        """`client`: the `ModelClient` (`agents.endpoints.client_from_config`); `agent`: its limits."""
         if client is None:
             raise SsrkitError("the llm solver needs a model: --base-url and --model (e.g. --base-url "
                               "http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct)")
-        return cls(client, AgentConfig.from_dict(agent))
+        return cls(client, agent)
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.client.describe()}

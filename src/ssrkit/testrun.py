@@ -15,6 +15,9 @@ from typing import Any
 from .sandbox.base import PRISTINE, Sandbox
 from .text import clip
 
+#: Seconds one test run may take (`[validate] timeout`, `--timeout`): validation, grading and the injectors.
+TEST_TIMEOUT = 90.0
+
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 #: an expected failure that passed (pytest's non-strict XPASS): not a failure of the run, but not a pass either,
 #: so a FAIL_TO_PASS or PASS_TO_PASS test reported so fails the grade (as a strict xfail would)

@@ -25,13 +25,13 @@ from . import __version__
 from . import patch as patches
 from .artifact import (BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
                        ALIASES, Artifact, now_iso)
-from .config import DEFAULT_TEST_PATTERNS
+from .config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
-from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests
 from .text import clip
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ CHECK_NAMES = STATIC_CHECKS + EXECUTION_CHECKS
 class Settings:
     """Thresholds and budgets (the `[validate]` config section)."""
 
-    timeout: float = 90.0
+    timeout: float = TEST_TIMEOUT
     min_passing_tests: int = 5
     min_failing_tests: int = 1
     min_changed_files: int = 1
@@ -57,6 +57,11 @@ class Settings:
     jobs: int = 1
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     cache: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Config, **flags: Any) -> "Settings":
+        """`[validate]` of the resolved configuration, then `flags` (None = not given)."""
+        return cls.from_section(cfg.override("validate", **flags).section("validate"))
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> "Settings":

@@ -11,7 +11,8 @@ Only this package talks to a model. Public API:
 from .client import Completion, ContextLengthError, ModelClient, ModelError, Sampling
 from .injector import (DEFAULT_MIXTURE, InjectionResult, Thresholds, choose_strategy, injection_summary,
                        run_llm_injection)
-from .loop import Agent, AgentConfig, FormatError, ToolCall, parse_tool_call
+from .loop import Agent, AgentConfig
+from .tools import FormatError, ToolCall, parse_tool_call
 from .prompts import STRATEGIES, injector_prompts, solver_system, solver_task
 from .trajectory import EXIT_STATUSES, FORMAT, Trajectory
 

@@ -11,12 +11,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import SsrkitError
-from ..executor import Shard
+from ..executor import Shard, executor_from_config
 from ..fsutil import atomic_write_json
+from ..agents.endpoints import client_from_config
+from ..sandbox import SandboxOptions
 from ..source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TokenIdsOpt,
-                     WorkdirOpt, config_for, console, executor_for, model_client, print_json, sandbox_options)
+                     WorkdirOpt, config_for, console, print_json)
 
 EPILOG = """
 [bold]Examples[/]
@@ -121,9 +123,9 @@ def inject(
     if agent == "llm":
         if max_turns:
             cfg.override("agent", max_turns=max_turns)
-        client = model_client(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
-                              temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
-        with executor_for(cfg, executor, ray_address, jobs or 1) as ex:
+        client = client_from_config(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
+                                    temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
+        with executor_from_config(cfg, executor, ray_address, jobs or 1) as ex:
             _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
                         validate=not no_validate, as_json=as_json, client=client, executor=ex, shard=the_shard)
         return
@@ -135,7 +137,7 @@ def inject(
 
     strategies = parse_strategies(strategy or "expression,removal,history,combine")
     kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
-                                  backend=backend, options=sandbox_options(cfg), cache=not no_cache)
+                                  backend=backend, options=SandboxOptions.from_config(cfg), cache=not no_cache)
     if agent == "procedural":
         kwargs["max_tries"] = max_tries
     if the_shard is not None:
@@ -187,7 +189,7 @@ def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, s
 
     mixture = parse_mixture(strategy)
     kwargs = dict(client=client, n=n, jobs=jobs, seed=seed, mixture=mixture, config=cfg, backend=backend,
-                  options=sandbox_options(cfg), validate=validate, executor=executor, shard=shard)
+                  options=SandboxOptions.from_config(cfg), validate=validate, executor=executor, shard=shard)
     if shard is not None:
         n = shard.share(n)
     if as_json:

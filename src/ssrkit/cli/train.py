@@ -20,7 +20,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..train.config import TrainConfig, config_fields, field_docs
+from ..train.config import config_fields, field_docs
 
 #: bool flags whose negative is not --no-NAME (kept for scripts written against earlier releases)
 _SWITCHES = {"drop_zero_variance": "--drop-zero-variance/--keep-zero-variance"}

@@ -116,8 +116,9 @@ class FieldDoc:
 def field_docs() -> dict[str, FieldDoc]:
     """Each `TrainConfig` field's section and meaning, read from the comments in the class body above.
 
-    The comments are the documentation (`ssrkit train --help` is made from them), so a new field documents itself where it is declared. A comment after a blank line starts a
-    section; a comment on the field's line, or the lines right above it, says what the field means.
+    The comments are the documentation (`ssrkit train --help` is made from them), so a new field documents
+    itself where it is declared. A comment after a blank line starts a section; a comment on the field's line,
+    or the lines right above it, says what the field means.
     """
     import inspect
     import re
