@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, EVAL, FIX, METADATA, TEST_FILES, TEST_SCRIPT, WEAKEN_DIFF, Artifact, Metadata, content_id, create_artifact
+from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
+                       Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
 from .grade import GradeSettings
 from .pathmatch import matches
@@ -232,7 +233,7 @@ def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
         )
         create_artifact(dest, bug_diff=combined, weaken_diff=texts[WEAKEN_DIFF],
                         test_script=texts[TEST_SCRIPT], test_files=artifact.test_files,
-                        test_parser=texts["test_parser.py"], metadata=meta)
+                        test_parser=texts[TEST_PARSER], metadata=meta)
         outcomes.append(Outcome(str(artifact.path), name, "created",
                                 f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",
                                 path=str(dest), id=new_id))
@@ -313,7 +314,7 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
              for a, _ in ranked]
     busy = [k for k, p in enumerate(plans) if p is not None and p[1]]
     combos = run_units(executor, combine_unit, [
-        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=("attempts", "logs")),
+        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=(ATTEMPTS, LOGS)),
          executor.source_ref(ranked[k][1]), [(name, code) for name, _, code in plans[k][1]], settings)  # type: ignore[index]
         for k in busy])
     by_k = dict(zip(busy, combos))

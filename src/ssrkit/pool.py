@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
+from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_artifacts
 from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
@@ -192,8 +192,8 @@ def copy_task(src: Path, dest: Path) -> None:
     for name in (*CORE_FILES, METADATA, VALIDATION):
         if (src / name).is_file():
             shutil.copy2(src / name, tmp / name)
-    if (src / "logs").is_dir():
-        shutil.copytree(src / "logs", tmp / "logs")
+    if (src / LOGS).is_dir():
+        shutil.copytree(src / LOGS, tmp / LOGS)
     tmp.rename(dest)  # atomic: a killed copy leaves only the hidden .partial, redone next time
 
 

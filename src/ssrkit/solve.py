@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF, Artifact
 from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
 from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
@@ -211,7 +211,7 @@ class Engine:
 
         ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
         spec: Any = self.options if ex.portable else self
-        skip = ("logs",) if any(s is None for _, s, _, _ in jobs) else ("logs", ATTEMPTS)
+        skip = (LOGS,) if any(s is None for _, s, _, _ in jobs) else (LOGS, ATTEMPTS)
         refs = {i: (ex.artifact_ref(items[i][0].path, skip=skip), ex.source_ref(items[i][1]))
                 for i in sorted({i for i, _, _, _ in jobs})}
 

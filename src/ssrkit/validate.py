@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
-from .artifact import (BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+from .artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
                        ALIASES, Artifact, now_iso)
 from .config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
@@ -373,7 +373,7 @@ def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
         return FAIL, f"on the original run's log: {run.parse_error}"
     if not run.statuses:
         return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}); "
-                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see {ctx.artifact.path / 'logs' / 'original.log'}")
+                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see {ctx.artifact.path / LOGS / 'original.log'}")
     again, error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log)
     if error or again != run.statuses:
         return FAIL, "test_parser.py gave a different result when run twice on the same log; it must be deterministic"
@@ -415,7 +415,7 @@ def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
                       f"{ctx.settings.min_failing_tests} required — the selected tests do not notice it{timeout_note}")
     if not ctx.pass_to_pass:
         msg = (f"total_break: the bug makes every one of the {n} selected tests fail{timeout_note}; usually a "
-               f"syntax or import error rather than a bug (see {ctx.artifact.path / 'logs' / 'bug.log'})")
+               f"syntax or import error rather than a bug (see {ctx.artifact.path / LOGS / 'bug.log'})")
         ctx.warnings.append("total_break")
         return (FAIL if ctx.settings.total_break == "error" else WARN), msg
     return PASS, f"{n} test(s) fail with the bug (FAIL_TO_PASS), {len(ctx.pass_to_pass)} still pass{timeout_note}"
@@ -609,7 +609,7 @@ def validate_all(
             on_done(artifact, results[todo[k]], False)
 
     try:
-        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=("attempts",)),
+        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=(ATTEMPTS,)),
                                        ex.source_ref(items[i][1])) for i in todo], done)
     finally:
         if executor is None:
