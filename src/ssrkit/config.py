@@ -1,4 +1,4 @@
-"""One resolved configuration: built-in defaults < `ssrkit.toml` < command-line flags (SPEC §11).
+"""One resolved configuration: the settings classes' defaults < `ssrkit.toml` < command-line flags (SPEC §11).
 
 The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`).
 A repository may carry its own `ssrkit.toml` (a per-repository profile: test setup, environment); the

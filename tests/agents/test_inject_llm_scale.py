@@ -42,7 +42,7 @@ def test_three_shards_equal_unsharded(tiny_repo, serve, by_turn, injector_steps,
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    from helpers.raycluster import local_ray_cluster
+    from fixtures.raycluster import local_ray_cluster
 
     yield from local_ray_cluster(tmp_path_factory)
 

@@ -18,7 +18,7 @@ from ssrkit.executor import LocalExecutor
 from ssrkit.validate import Settings, Validator, validate_all
 
 from clusterlib import sample_items, verdict
-from helpers.raycluster import node_args
+from fixtures.raycluster import node_args
 
 pytest.importorskip("ray")
 
