@@ -158,3 +158,17 @@ def test_no_function_is_too_long_to_read():
                 if node.end_lineno - node.lineno + 1 > limit:
                     long.append(f"{mod}.{node.name}: {node.end_lineno - node.lineno + 1} lines")
     assert long == []
+
+
+def test_the_spec_boundaries_hold():
+    """SPEC §12: the sandbox knows nothing of artifacts; reward.py does no I/O; only agents/ talks to a model
+    (others hold a client it built, but never import the HTTP client)."""
+    graph = import_graph(lazy=True)
+    sandbox_deps = {d for m, deps in graph.items() if m.startswith("ssrkit.sandbox") for d in deps}
+    assert not sandbox_deps & {"ssrkit.artifact", "ssrkit.attempts", "ssrkit.validate", "ssrkit.grade"}
+    assert graph["ssrkit.reward"] <= {"ssrkit.errors"}
+    reward_src = (SRC / "reward.py").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(import|from)\s+(os|pathlib|json|subprocess|io|shutil)\b", reward_src, re.M)
+    http = [m for m, p in MODULES.items() if not m.startswith("ssrkit.agents")
+            and re.search(r"^\s*(import|from)\s+(httpx|openai|requests|urllib\.request)\b", p.read_text(), re.M)]
+    assert http == [] or set(http) <= {"ssrkit.serve"}, http  # serve polls the server it started for readiness
