@@ -499,12 +499,6 @@ class _SharedValidator(Validator):
     def slot(self):
         yield
 
-    def known_run(self, diffs, script, parser):
-        known = getattr(self._engine._local, "bug_run", None)
-        if known is not None and [d for _, d in diffs] == [known[0]] and (script, parser) == known[1:3]:
-            return known[3]
-        return None
-
 
 class _Engine:
     def __init__(self, source: RepoSource, out: Path, *, seed: int, settings: Settings, config: Config,
@@ -630,7 +624,6 @@ class _Engine:
         parser = repo.profile.parser()
         run = run_tests(sb, script, parser, timeout=timeout)
         runs += 1
-        self._local.bug_run = (bug, script, parser, run)  # validation's bug_breaks run: the same state
         if run.timed_out:
             return Outcome(cand, "timeout", "the selected tests timed out with the bug", bug_key=key, runs=runs)
         failing = [t for t in expected if run.statuses.get(t) != PASSED]
@@ -666,10 +659,10 @@ class _Engine:
                         injector=cand.injector(self.seed))
         art = create_artifact(staging, bug_diff=bug, weaken_diff=weaken, test_script=script,
                               test_files=test_files, test_parser=parser, metadata=meta)
-        report = self.validator.validate(art, self.source)
+        known = {"bug": run}  # validation's bug_breaks run: the same state, already run
+        report = self.validator.validate(art, self.source, known=known)
         write_report(art, report)
-        runs += sum(1 for name in report.runs if name != "bug")  # the bug run was handed over
-        runs -= "original run taken from the cache" in report.warnings
+        runs += sum(1 for name in report.runs if name not in known) - report.original_cached
         if not report.valid:
             first = report.first_failure
             if first is not None and first.name == "original_passes":
