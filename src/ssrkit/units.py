@@ -153,9 +153,9 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
                        reused: bool) -> tuple[str, str | None, dict[str, bytes] | None]:
     """Run one injection into `ref`'s directory (unless `reused`: it ended earlier) and validate what it
     made: (exit status, error, the directory's files when the driver must write them)."""
-    from .agents.injector import run_llm_injection
     from .artifact import METADATA, TRAJECTORY
     from .fsutil import read_json
+    from .inject.llm import run_llm_injection
     from .sandbox import open_sandbox
     from .validate import write_report
 

@@ -102,6 +102,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] = field(default_factory=dict)
+    #: the original run (and the parser's verdict on it) came from the original-run cache: no command ran for it
+    original_cached: bool = False
     source: dict[str, Any] = field(default_factory=dict)
     #: the thresholds used, and `isolation`: what the sandbox isolated while the artifact's code ran
     settings: dict[str, Any] = field(default_factory=dict)
@@ -203,11 +205,14 @@ class OriginalRunCache:
 class _Context:
     """Everything the checks share for one artifact: files, parsed diffs, sandboxes and runs."""
 
-    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator"):
+    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator",
+                 known: dict[str, TestRun] | None = None):
         self.artifact = artifact
         self.source = source
         self.settings = settings
         self.engine = engine
+        self.known = dict(known or {})
+        self.original_cached = False
         self.texts = artifact.core_texts()
         self.bug_files: list[str] = []
         self.bug_changes: list[patches.FileChange] = []
@@ -239,8 +244,9 @@ class _Context:
         return res.exit_code == 0
 
     def test_run(self, sandbox: Sandbox, name: str, diffs: list[tuple[str, str]]) -> TestRun:
-        """Reset, apply `diffs` in order, run the tests; record the run under `name`."""
-        known = self.engine.known_run(diffs, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER])
+        """Reset, apply `diffs` in order, run the tests; record the run under `name` (a run the caller
+        handed over under that name in `known` is used instead of running it again)."""
+        known = self.known.get(name)
         if known is not None:
             self.runs[name] = known
             return known
@@ -358,9 +364,10 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             engine.cache.put(key, entry)
         else:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
+            ctx.original_cached = True
             ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
-    if "original run taken from the cache" in ctx.notes and status == PASS:
+    if ctx.original_cached and status == PASS:
         message += " (original run cached)"
     return status, message
 
@@ -462,6 +469,9 @@ def check_inverse_mutation(ctx: _Context) -> tuple[str, str]:
     return PASS, f"each of the {len(names)} changed files contributes"
 
 
+#: runs a caller may hand to `Validator.validate(..., known=)`: the artifact's bug on the original code
+KNOWN_RUNS = ("bug",)
+
 CHECKS: dict[str, tuple[CheckFn, tuple[str, ...]]] = {
     "files": (check_files, ()),
     "diffs_parse": (check_diffs_parse, ("files",)),
@@ -498,12 +508,6 @@ class Validator:
     def open(self, source: RepoSource):
         return open_sandbox(source, self.backend, self.options)
 
-    def known_run(self, diffs: list[tuple[str, str]], script: str, parser: str) -> TestRun | None:
-        """A run of exactly this state (original + `diffs`, this script and parser) made earlier by the
-        caller, to use instead of running it again; None (the default) runs it. The injector, which has just
-        run an artifact's tests with its bug applied, hands that run over this way."""
-        return None
-
     def fingerprint(self, source: RepoSource) -> str:
         from .sandbox.factory import fingerprint
 
@@ -512,10 +516,18 @@ class Validator:
                 self._fingerprints[source] = fingerprint(source)
             return self._fingerprints[source]
 
-    def validate(self, artifact: Artifact, source: RepoSource) -> Report:
-        """Run every check on one artifact; nothing is written (see `write_report`)."""
+    def validate(self, artifact: Artifact, source: RepoSource, *, known: dict[str, TestRun] | None = None) -> Report:
+        """Run every check on one artifact; nothing is written (see `write_report`).
+
+        `known` maps a run's name (`KNOWN_RUNS`) to a run of exactly that state (original code + the named
+        diffs, this artifact's test script and parser) that the caller made earlier, to use instead of
+        running it again: the injector, which has just run an artifact's tests with its bug applied, hands
+        over `{"bug": run}`."""
+        unknown = sorted(set(known or {}) - set(KNOWN_RUNS))
+        if unknown:
+            raise ValueError(f"known runs {unknown} are not among {KNOWN_RUNS}")
         started = time.monotonic()
-        ctx = _Context(artifact, source, self.settings, self)
+        ctx = _Context(artifact, source, self.settings, self, known)
         results: dict[str, Check] = {}
         try:
             for name, (fn, needs) in CHECKS.items():
@@ -541,6 +553,7 @@ class Validator:
             pass_to_pass=ctx.pass_to_pass if valid else [],
             warnings=ctx.warnings,
             notes=ctx.notes,
+            original_cached=ctx.original_cached,
             runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
             source=source.to_dict(),
             settings={**{k: v for k, v in asdict(self.settings).items() if k not in ("jobs", "cache")},

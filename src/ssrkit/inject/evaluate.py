@@ -1,0 +1,263 @@
+"""One candidate of the procedural injector, evaluated in a worker's sandbox (SPEC §4).
+
+Each worker thread has one sandbox, prepared once (uncommitted work committed, that state snapshotted as
+`BASE`) and reset between candidates, never re-created. Per candidate: write the bug and take `git diff`;
+pre-screen by running only the tests covering the mutated lines with fail-fast (nothing fails, or the tests
+do not even import ⇒ discard); run the selected test files to find the failing tests; remove exactly those
+test functions (`test_weaken.diff`); write the artifact into the staging directory and validate it with
+`ssrkit.validate` in the same sandbox, handing over the bug run just made. Which candidates are evaluated,
+and which valid ones are kept, is `procedural`'s business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import patch as patches
+from ..artifact import BUG_DIFF, Artifact, Metadata, create_artifact
+from ..errors import SsrkitError
+from ..sandbox import Sandbox
+from ..source import RepoSource
+from ..testrun import PASSED, run_tests
+from ..validate import Settings, Validator, write_report
+from .candidates import AGENT, REUSED, VALID, Candidate, Event, Outcome, RepoView, listing, plural, tail
+from .runner import PYTEST, locate_test
+from .weaken import WeakenError, relocate, remove_tests
+
+#: the snapshot of a worker's sandbox that every candidate starts from
+BASE = "inject-base"
+MAX_PRESCREEN_TESTS = 200
+
+
+class _SharedValidator(Validator):
+    """Validates in the calling worker's sandbox (reset, never re-created) instead of opening new ones."""
+
+    def __init__(self, settings: Settings, evaluator: "Evaluator"):
+        super().__init__(replace(settings, jobs=1))
+        self._evaluator = evaluator
+
+    @contextmanager
+    def open(self, source: RepoSource):
+        yield self._evaluator.sandbox()
+
+    @contextmanager
+    def slot(self):
+        yield
+
+
+class Evaluator:
+    """Evaluates candidates of one repository, each in the calling thread's worker sandbox.
+
+    `repo`, `base_commit` and `screen_timeout` are filled in once the repository is mapped (`Session.setup`);
+    `existing` holds the artifacts already in the output directory, by the hash of their bug diff."""
+
+    def __init__(self, source: RepoSource, staging: Path, *, seed: int, settings: Settings,
+                 opener: Callable[[RepoSource], Sandbox], on_event: Callable[[Event], None] | None = None):
+        self.source = source
+        self.staging = staging
+        self.seed = seed
+        self.settings = settings
+        self.opener = opener
+        self.on_event = on_event or (lambda e: None)
+        self._local = threading.local()
+        self._sandboxes: list[Sandbox] = []
+        self._lock = threading.Lock()
+        self.base_commit: str | None = None
+        self.existing: dict[str, tuple[Path, dict[str, Any]]] = {}
+        self.validator = _SharedValidator(settings, self)
+        self.repo: RepoView | None = None
+        self.screen_timeout: float | None = None  # pre-screen and bug runs (validation keeps its own)
+
+    # sandboxes: one per worker thread, prepared once, reset between candidates
+    def sandbox(self) -> Sandbox:
+        sb = getattr(self._local, "sb", None)
+        if sb is None:
+            sb = self.opener(self.source)
+            with self._lock:
+                self._sandboxes.append(sb)
+            self._prepare(sb)
+            self._local.sb = sb
+        return sb
+
+    def _prepare(self, sb: Sandbox) -> None:
+        """Commit uncommitted work (so `git diff` shows only the bug) and remember that state as BASE."""
+        res = sb.run("git status --porcelain --untracked-files=normal", timeout=60, env={"GIT_OPTIONAL_LOCKS": "0"})
+        if res.ok and res.output.strip():
+            res = sb.run("git add -A . && git -c user.name=ssrkit -c user.email=ssrkit@localhost "
+                         "-c commit.gpgsign=false commit -q --no-verify -m 'ssrkit: inject base'", timeout=120)
+            if not res.ok:
+                raise SsrkitError(f"could not prepare the sandbox: {res.output.strip()[:300]}")
+        sb.snapshot(BASE)
+
+    def adopt(self, sb: Sandbox) -> None:
+        """Close `sb` with the workers' sandboxes."""
+        with self._lock:
+            self._sandboxes.append(sb)
+
+    def close(self) -> None:
+        for sb in self._sandboxes:
+            try:
+                sb.close()
+            except Exception:
+                pass
+
+    # -- one candidate -------------------------------------------------------------------------------
+    def evaluate(self, cand: Candidate) -> Outcome:
+        """Pre-screen, weaken, write and validate `cand`; what became of it (never raises for a bad candidate)."""
+        t0 = time.monotonic()
+        try:
+            out = self._evaluate(cand)
+        except WeakenError as e:
+            out = Outcome(cand, "unweakenable", str(e))
+        except SsrkitError as e:
+            out = Outcome(cand, "error", str(e))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            out = Outcome(cand, "error", f"{type(e).__name__}: {e}")
+        out.seconds = time.monotonic() - t0
+        return out
+
+    def _write_bug(self, sb: Sandbox, cand: Candidate) -> str:
+        sb.reset(BASE)
+        for diff in cand.patches:
+            sb.apply_patch(diff, label=BUG_DIFF)
+        for path, text in sorted(cand.files.items()):
+            if text is None:
+                sb.run(f"rm -f -- {shlex.quote(path)}", timeout=30)
+            else:
+                sb.write_file(path, text)
+        return sb.diff()
+
+    def _existing(self, cand: Candidate, key: str, bug_files: tuple[str, ...]) -> Outcome:
+        """A bug already in the output directory: reused when this seed and strategy made it valid there."""
+        path, meta = self.existing[key]
+        inj = meta.get("injector", {})
+        if inj.get("seed") == self.seed and meta.get("strategy") == cand.strategy and \
+                inj.get("agent") == AGENT and (Artifact(path).validation or {}).get("valid"):
+            v = Artifact(path).validation or {}
+            return Outcome(cand, REUSED, "already in the output directory", artifact=path,
+                           artifact_id=path.name, bug_key=key, bug_files=bug_files,
+                           fail_to_pass=list(v.get("fail_to_pass", [])))
+        return Outcome(cand, "duplicate", f"same bug as {path.name}", bug_key=key)
+
+    def _evaluate(self, cand: Candidate) -> Outcome:
+        repo = self.repo
+        assert repo is not None, "the repository is not mapped yet (Session.setup)"
+        sb = self.sandbox()
+        timeout = self.screen_timeout or self.settings.timeout
+        bug = self._write_bug(sb, cand)
+        if not bug.strip():
+            return Outcome(cand, "unchanged", "the edit changes nothing")
+        key = hashlib.sha256(bug.encode()).hexdigest()
+        bug_files = tuple(patches.touched_files(bug, BUG_DIFF))
+        if key in self.existing:
+            return self._existing(cand, key, bug_files)
+
+        # tests: what must run
+        if cand.test_files:
+            files = [f for f in cand.test_files if f in repo.usable_files]
+            sel = repo.select_tests({t for f in files for t in repo.tests_by_file.get(f, [])})
+        else:
+            sel = repo.select_tests(set(cand.prescreen_tests))
+        if sel is None:
+            return Outcome(cand, "no_tests", f"fewer than {self.settings.min_passing_tests} passing tests cover it",
+                           bug_key=key)
+        test_files, deselect, expected = sel
+
+        # pre-screen: only the covering tests, stop at the first failure
+        runs = 1
+        pre = sb.run(repo.profile.failfast_command(cand.prescreen_tests[:MAX_PRESCREEN_TESTS]), timeout=timeout)
+        verdict = _prescreen_verdict(repo.profile.runner, pre)
+        if verdict != "fails":
+            return Outcome(cand, verdict, tail(pre.output), bug_key=key, runs=runs)
+
+        # which selected tests fail with the bug
+        script = repo.profile.script(test_files, deselect)
+        parser = repo.profile.parser()
+        run = run_tests(sb, script, parser, timeout=timeout)
+        runs += 1
+        if run.timed_out:
+            return Outcome(cand, "timeout", "the selected tests timed out with the bug", bug_key=key, runs=runs)
+        failing = [t for t in expected if run.statuses.get(t) != PASSED]
+        if not failing:
+            return Outcome(cand, "harmless", "no selected test fails", bug_key=key, runs=runs)
+        if len(failing) == len(expected):
+            return Outcome(cand, "total_break", "every selected test fails", bug_key=key, runs=runs)
+
+        try:
+            weaken = _weaken(sb, repo, failing, test_files)
+        except _Unlocatable as e:
+            return Outcome(cand, "unweakenable", str(e), bug_key=key, runs=runs)
+
+        # the artifact, validated in this sandbox
+        staging = self.staging / f"{cand.strategy}-{cand.index:05d}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        meta = Metadata(repo=self.source, base_commit=self.base_commit, strategy=cand.strategy, order=1,
+                        injector=cand.injector(self.seed))
+        art = create_artifact(staging, bug_diff=bug, weaken_diff=weaken, test_script=script,
+                              test_files=test_files, test_parser=parser, metadata=meta)
+        known = {"bug": run}  # validation's bug_breaks run: the same state, already run
+        report = self.validator.validate(art, self.source, known=known)
+        write_report(art, report)
+        runs += sum(1 for name in report.runs if name not in known) - report.original_cached
+        if not report.valid:
+            first = report.first_failure
+            if first is not None and first.name == "original_passes":
+                self._exclude_flaky(repo, report.runs.get("original", {}).get("statuses", {}))
+            return Outcome(cand, "invalid", f"{first.name}: {first.message}" if first else "invalid",
+                           artifact=staging, artifact_id=art.id, bug_key=key, runs=runs)
+        return Outcome(cand, VALID, f"{len(report.fail_to_pass)} FAIL_TO_PASS", artifact=staging,
+                       artifact_id=art.id, bug_key=key, bug_files=bug_files,
+                       fail_to_pass=list(report.fail_to_pass), runs=runs)
+
+    def _exclude_flaky(self, repo: RepoView, statuses: dict[str, str]) -> None:
+        """Tests that passed under coverage but fail on the original code are never selected again."""
+        flaky = repo.exclude_flaky([t for t, st in statuses.items() if st != PASSED])
+        if flaky:
+            self.on_event(Event("note", f"excluded {plural(len(flaky), 'test')} that passed under coverage "
+                                        f"but failed on the original code (flaky): {listing(flaky)}"))
+
+
+class _Unlocatable(Exception):
+    """A failing test that `_weaken` cannot find in a selected Python test module."""
+
+
+def _weaken(sb: Sandbox, repo: RepoView, failing: list[str], test_files: list[str]) -> str:
+    """test_weaken.diff: exactly the `failing` test functions removed (from the BASE state)."""
+    by_file: dict[str, list] = {}
+    for t in failing:
+        loc = locate_test(t, repo.profile.runner, repo.tm.test_files, test_files)
+        if loc is not None and loc.classes:
+            loc = relocate(loc, lambda f: sb.read_file(f).decode("utf-8"), repo.tests_by_file)
+        if loc is None or loc.file not in test_files:
+            where = f" (defined in {loc.file}, not a selected test file)" if loc is not None else ""
+            raise _Unlocatable(f"cannot locate the test {t}{where}")
+        if not loc.file.endswith(".py"):
+            raise _Unlocatable(f"the failing test {t} is in {loc.file}, not a Python test module; skipped")
+        by_file.setdefault(loc.file, []).append(loc)
+    sb.reset(BASE)
+    for f, locs in sorted(by_file.items()):
+        text = sb.read_file(f).decode("utf-8")
+        sb.write_file(f, remove_tests(text, locs, f))
+    return sb.diff()
+
+
+def _prescreen_verdict(runner: str, res) -> str:
+    if res.timed_out:
+        return "timeout"
+    if res.exit_code == 0:
+        return "harmless"
+    if runner == PYTEST:
+        return "fails" if res.exit_code == 1 else "import_error"
+    if res.exit_code == 1 and "unittest.loader._FailedTest" not in res.output and \
+            "unittest.loader.ModuleImportFailure" not in res.output:
+        return "fails"
+    return "import_error"
