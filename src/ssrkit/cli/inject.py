@@ -17,8 +17,8 @@ from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
 from ..source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
-                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TokenIdsOpt,
-                     WorkdirOpt, config_for, console, print_json)
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
+                     TokenIdsOpt, WorkdirOpt, config_for, console, print_json)
 
 EPILOG = """
 [bold]Examples[/]
@@ -75,7 +75,7 @@ def inject(
     image: Optional[str] = ImageOpt,
     workdir: Optional[str] = WorkdirOpt,
     backend: Optional[str] = BackendOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default 90)."),
+    timeout: Optional[float] = TimeoutOpt,
     max_tries: Optional[int] = typer.Option(None, "--max-tries", min=1,
                                             help="Candidates tried per strategy at most (default 20 per artifact + 20)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Re-map per-test coverage even if cached."),

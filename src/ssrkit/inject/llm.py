@@ -29,8 +29,9 @@ from ..config import Config
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, write_tree
 from ..fsutil import read_json
-from ..sandbox import SandboxOptions
+from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import Sandbox
+from ..testrun import TEST_TIMEOUT
 from ..source import RepoSource, head_commit
 from ..validate import Settings, Validator
 from .summary import Injection, InjectReport, StrategyStats
@@ -97,7 +98,7 @@ def run_llm_injection(
     config: AgentConfig | None = None,
     source: RepoSource | None = None,
     base_commit: str | None = None,
-    test_timeout: float = 90.0,
+    test_timeout: float = TEST_TIMEOUT,
     exclude_tests: list[str] | None = None,
 ) -> InjectionResult:
     """Run the injector agent in `sandbox` and write the artifact directory `out_dir`.
@@ -278,10 +279,10 @@ def inject_llm(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     mixture = mixture or dict(DEFAULT_MIXTURE)
-    settings = Settings.from_section(config.section("validate"))
+    settings = Settings.from_config(config)
     thresholds = Thresholds(settings.min_passing_tests, settings.min_failing_tests, settings.min_changed_files)
-    agent_cfg = AgentConfig.from_dict(config.section("agent"))
-    backend = backend or config.get("sandbox", "backend", "auto")
+    agent_cfg = AgentConfig.from_config(config)
+    backend = backend_from_config(config, backend)
     validator = Validator(settings, backend=backend, options=options)
     base_commit = head_commit(source.path) if source.kind == "local" else None
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile

@@ -34,7 +34,7 @@ from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard
 from ..fsutil import atomic_write_json
-from ..sandbox import Sandbox, SandboxOptions, open_sandbox
+from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from ..source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
@@ -192,7 +192,7 @@ class Session:
         if config is None:
             config = load_config(None, Path(self.source.path) if self.source.kind == "local" else None)
         self.config = config
-        self.settings = settings or Settings.from_section(config.section("validate"))
+        self.settings = settings or Settings.from_config(config)
         self.section = config.section("inject")
         self.test_patterns = list(config.get("validate", "test_patterns") or self.settings.test_patterns)
         self.out = Path(out)
@@ -210,7 +210,7 @@ class Session:
         self.emit = on_event = emit
         self.foreign: dict[str, str] = {}  # package under test -> where the tests import it from, if elsewhere
         if sandbox_factory is None:
-            be = backend or config.get("sandbox", "backend", "auto")
+            be = backend_from_config(config, backend)
             opts = options or SandboxOptions()
 
             def sandbox_factory(src: RepoSource) -> Sandbox:
