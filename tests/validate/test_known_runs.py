@@ -10,7 +10,7 @@ from ssrkit.source import RepoSource
 from ssrkit import testrun
 from ssrkit.validate import Settings, Validator
 
-from helpers.repos import EXAMPLES, copy_artifact
+from fixtures.repos import EXAMPLES, copy_artifact
 
 VALID = "textkit/valid-slug-truncate-off-by-one"
 
