@@ -183,3 +183,45 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
         files = read_tree(d) if scratch is not None else None
     mapping = _mapping(d, ref, source, env.source)
     return relabel(status, mapping), relabel(error, mapping), _relabel_bytes(files, mapping) if files else files
+
+
+# -- one candidate of the procedural injector --------------------------------------------------------
+
+@dataclass
+class CandidateEnv:
+    """What evaluating any candidate of one procedural `inject` run needs, as data."""
+
+    source: SourceRef
+    seed: int
+    settings: Any  # validate.Settings
+    repo: Any  # inject.candidates.RepoView, `for_evaluation()`: no source texts
+    base_commit: str | None
+    screen_timeout: float | None
+    existing: dict[str, Any]  # bug hash -> inject.evaluate.Existing
+    backend: str
+    options: SandboxOptions | None
+    staging: str  # the driver's staging directory
+
+
+def candidate_unit(env: CandidateEnv, cand: Any) -> tuple[Any, dict[str, bytes] | None]:
+    """One candidate evaluated in a fresh sandbox of this machine: (its Outcome, the files of the artifact
+    it wrote — this machine's paths replaced by the driver's — for the driver to write into staging)."""
+    from .inject.evaluate import Evaluator
+    from .sandbox import open_sandbox
+
+    with Scratch() as scratch:
+        source = env.source.materialize()
+        ev = Evaluator(source, scratch, seed=env.seed, settings=env.settings, label=env.source.source,
+                       opener=lambda src: open_sandbox(src, env.backend, env.options))
+        ev.repo, ev.base_commit, ev.screen_timeout = env.repo, env.base_commit, env.screen_timeout
+        ev.existing = env.existing
+        try:
+            outcome = ev.evaluate(cand)
+        finally:
+            ev.close()
+        mapping = _mapping(scratch, ArtifactRef(env.staging), source, env.source)  # scratch stands for staging
+        files = None
+        if outcome.artifact is not None and outcome.artifact.is_relative_to(scratch):
+            files = _relabel_bytes(read_tree(outcome.artifact), mapping)
+            outcome.artifact = Path(env.staging) / outcome.artifact.relative_to(scratch)
+    return relabel(outcome, mapping), files

@@ -103,11 +103,7 @@ def inject(
             _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
                         validate=not no_validate, as_json=as_json, client=client, executor=ex, shard=the_shard)
         return
-    if (executor or cfg.get("run", "executor") or "local") != "local":
-        raise SsrkitError(f"--agent {agent} keeps its coverage map and worker sandboxes on one machine; split "
-                          "it with --shard K/N (one shard per node or batch job) instead of --executor ray, "
-                          "which covers validate, solve, higher-order and inject --agent llm")
-    from ..inject.procedural import Event, inject as inject_procedural, parse_strategies
+    from ..inject.procedural import parse_strategies
 
     strategies = parse_strategies(strategy or "expression,removal,history,combine")
     kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
@@ -119,6 +115,13 @@ def inject(
         kwargs["shard"] = the_shard
         if n < 1:
             raise SsrkitError(f"--n {n} split {the_shard.n} ways leaves shard {the_shard} nothing: raise --n")
+
+    with executor_from_config(cfg, executor, ray_address, jobs or 1) as ex:
+        _inject_procedural(source, out, n, kwargs | {"executor": ex}, as_json)
+
+
+def _inject_procedural(source: RepoSource, out: Path, n: int, kwargs: dict[str, Any], as_json: bool) -> None:
+    from ..inject.procedural import Event, inject as inject_procedural
 
     if as_json:
         report = inject_procedural(source, out, **kwargs)

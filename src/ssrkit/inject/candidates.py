@@ -10,6 +10,7 @@ candidates in the same order. Nothing here runs a test: see `evaluate` (one cand
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import random
@@ -78,6 +79,9 @@ class Outcome:
     fail_to_pass: list[str] = field(default_factory=list)
     runs: int = 0
     seconds: float = 0.0
+    #: tests that failed on the original code in this candidate's validation although they passed under
+    #: coverage (flaky): the scheduler stops selecting them (`RepoView.exclude_flaky`)
+    flaky: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -175,6 +179,23 @@ class RepoView:
         self.cut = sorted(t for t in tm.cut if self.tm.file_of(t) not in self.excluded)
         self.flaky: set[str] = set()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def for_evaluation(self) -> "RepoView":
+        """A copy with what evaluating a candidate reads (test selection, runner profile), without the
+        modules' source texts that only the streams need: what travels to another machine."""
+        view = copy.copy(self)
+        view.modules = {}
+        view._lock = threading.Lock()
+        return view
 
     def notes(self) -> list[str]:
         """One line per kind of exclusion: test files and tests that fail on the original code."""

@@ -5,8 +5,10 @@ Each worker thread has one sandbox, prepared once (uncommitted work committed, t
 pre-screen by running only the tests covering the mutated lines with fail-fast (nothing fails, or the tests
 do not even import ⇒ discard); run the selected test files to find the failing tests; remove exactly those
 test functions (`test_weaken.diff`); write the artifact into the staging directory and validate it with
-`ssrkit.validate` in the same sandbox, handing over the bug run just made. Which candidates are evaluated,
-and which valid ones are kept, is `procedural`'s business.
+`ssrkit.validate` in the same sandbox, handing over the bug run just made. Under a portable executor
+(Ray) each candidate is instead a unit with one fresh sandbox on whichever node runs it
+(`units.candidate_unit`). Which candidates are evaluated, which valid ones are kept, and which tests found
+flaky (`Outcome.flaky`) are no longer selected is `procedural`'s business.
 """
 
 from __future__ import annotations
@@ -17,24 +19,34 @@ import shutil
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import patch as patches
-from ..artifact import BUG_DIFF, Artifact, Metadata, create_artifact
+from ..artifact import BUG_DIFF, Metadata, create_artifact
 from ..errors import SsrkitError
 from ..sandbox import Sandbox
 from ..source import RepoSource
 from ..testrun import PASSED, run_tests
 from ..validate import Settings, Validator, write_report
-from .candidates import AGENT, REUSED, VALID, Candidate, Event, Outcome, RepoView, listing, plural, tail
+from .candidates import AGENT, REUSED, VALID, Candidate, Outcome, RepoView, tail
 from .runner import PYTEST, locate_test
 from .weaken import WeakenError, relocate, remove_tests
 
 #: the snapshot of a worker's sandbox that every candidate starts from
 BASE = "inject-base"
 MAX_PRESCREEN_TESTS = 200
+
+
+@dataclass
+class Existing:
+    """An artifact already in the output directory, read once when the run starts: a candidate with the
+    same bug is reused (same seed and strategy, valid) or a duplicate."""
+
+    path: Path
+    metadata: dict[str, Any]  # artifact.toml
+    validation: dict[str, Any] | None
 
 
 class _SharedValidator(Validator):
@@ -60,18 +72,18 @@ class Evaluator:
     `existing` holds the artifacts already in the output directory, by the hash of their bug diff."""
 
     def __init__(self, source: RepoSource, staging: Path, *, seed: int, settings: Settings,
-                 opener: Callable[[RepoSource], Sandbox], on_event: Callable[[Event], None] | None = None):
+                 opener: Callable[[RepoSource], Sandbox], label: RepoSource | None = None):
         self.source = source
+        self.label = label or source  # the repository as artifact.toml names it (the driver's, on a node)
         self.staging = staging
         self.seed = seed
         self.settings = settings
         self.opener = opener
-        self.on_event = on_event or (lambda e: None)
         self._local = threading.local()
         self._sandboxes: list[Sandbox] = []
         self._lock = threading.Lock()
         self.base_commit: str | None = None
-        self.existing: dict[str, tuple[Path, dict[str, Any]]] = {}
+        self.existing: dict[str, Existing] = {}
         self.validator = _SharedValidator(settings, self)
         self.repo: RepoView | None = None
         self.screen_timeout: float | None = None  # pre-screen and bug runs (validation keeps its own)
@@ -137,11 +149,11 @@ class Evaluator:
 
     def _existing(self, cand: Candidate, key: str, bug_files: tuple[str, ...]) -> Outcome:
         """A bug already in the output directory: reused when this seed and strategy made it valid there."""
-        path, meta = self.existing[key]
+        found = self.existing[key]
+        path, meta, v = found.path, found.metadata, found.validation or {}
         inj = meta.get("injector", {})
         if inj.get("seed") == self.seed and meta.get("strategy") == cand.strategy and \
-                inj.get("agent") == AGENT and (Artifact(path).validation or {}).get("valid"):
-            v = Artifact(path).validation or {}
+                inj.get("agent") == AGENT and v.get("valid"):
             return Outcome(cand, REUSED, "already in the output directory", artifact=path,
                            artifact_id=path.name, bug_key=key, bug_files=bug_files,
                            fail_to_pass=list(v.get("fail_to_pass", [])))
@@ -200,7 +212,7 @@ class Evaluator:
         staging = self.staging / f"{cand.strategy}-{cand.index:05d}"
         if staging.exists():
             shutil.rmtree(staging)
-        meta = Metadata(repo=self.source, base_commit=self.base_commit, strategy=cand.strategy, order=1,
+        meta = Metadata(repo=self.label, base_commit=self.base_commit, strategy=cand.strategy, order=1,
                         injector=cand.injector(self.seed))
         art = create_artifact(staging, bug_diff=bug, weaken_diff=weaken, test_script=script,
                               test_files=test_files, test_parser=parser, metadata=meta)
@@ -210,21 +222,15 @@ class Evaluator:
         runs += sum(1 for name in report.runs if name not in known) - report.original_cached
         if not report.valid:
             first = report.first_failure
+            flaky = []
             if first is not None and first.name == "original_passes":
-                self._exclude_flaky(repo, report.runs.get("original", {}).get("statuses", {}))
+                statuses = report.runs.get("original", {}).get("statuses", {})
+                flaky = sorted(t for t, st in statuses.items() if st != PASSED)
             return Outcome(cand, "invalid", f"{first.name}: {first.message}" if first else "invalid",
-                           artifact=staging, artifact_id=art.id, bug_key=key, runs=runs)
+                           artifact=staging, artifact_id=art.id, bug_key=key, runs=runs, flaky=flaky)
         return Outcome(cand, VALID, f"{len(report.fail_to_pass)} FAIL_TO_PASS", artifact=staging,
                        artifact_id=art.id, bug_key=key, bug_files=bug_files,
                        fail_to_pass=list(report.fail_to_pass), runs=runs)
-
-    def _exclude_flaky(self, repo: RepoView, statuses: dict[str, str]) -> None:
-        """Tests that passed under coverage but fail on the original code are never selected again."""
-        flaky = repo.exclude_flaky([t for t, st in statuses.items() if st != PASSED])
-        if flaky:
-            self.on_event(Event("note", f"excluded {plural(len(flaky), 'test')} that passed under coverage "
-                                        f"but failed on the original code (flaky): {listing(flaky)}"))
-
 
 class _Unlocatable(Exception):
     """A failing test that `_weaken` cannot find in a selected Python test module."""
@@ -261,3 +267,4 @@ def _prescreen_verdict(runner: str, res) -> str:
             "unittest.loader.ModuleImportFailure" not in res.output:
         return "fails"
     return "import_error"
+

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -32,15 +33,15 @@ from typing import Any, Callable, Iterator
 from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
-from ..executor import Executor, LocalExecutor, Shard
+from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..fsutil import atomic_write_json
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from ..source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
-                         parse_strategies, tail)
+                         parse_strategies, plural, tail)
 from .candidates import stream as candidate_stream  # (Session.stream is its seeded front)
-from .evaluate import Evaluator
+from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
@@ -123,12 +124,12 @@ class _Stream:
         return self.exhausted or self.it is None or self.submitted >= self.cap
 
 
-def _run_streams(session: "Session", streams: list[_Stream], pool: Executor, jobs: int) -> None:
-    """Evaluate candidates until every stream has its quota of valid ones or runs dry."""
+def _run_streams(session: "Session", streams: list[_Stream], pool: Executor) -> None:
+    """Evaluate candidates, `pool.slots` at a time, until every stream has its quota of valid ones or runs dry."""
     inflight: dict[Future, _Stream] = {}
     rr = 0
     while True:
-        while len(inflight) < jobs:
+        while len(inflight) < pool.slots:
             needy = [s for s in streams if s.needy()]
             if not needy:
                 break
@@ -138,14 +139,14 @@ def _run_streams(session: "Session", streams: list[_Stream], pool: Executor, job
             if cand is None:
                 continue
             s.inflight += 1
-            inflight[pool.submit(session.evaluate, cand)] = s
+            inflight[session.submit(pool, cand)] = s
         if not inflight:
             return
         done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
         for fut in sorted(done, key=lambda f: (inflight[f].strategy,)):
             s = inflight.pop(fut)
             s.inflight -= 1
-            outcome = fut.result()
+            outcome = session.receive(pool, fut.result())
             s.results[outcome.candidate.index] = outcome
             if outcome.message:
                 session.last_messages.setdefault(outcome.status, outcome.message)
@@ -157,11 +158,11 @@ def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
     return {s: base + (1 if i < extra else 0) for i, s in enumerate(strategies)}
 
 
-def _scan_existing(out: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+def _scan_existing(out: Path) -> dict[str, Existing]:
     """Artifacts already in the output directory, by the hash of their bug diff."""
     import tomllib
 
-    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    found: dict[str, Existing] = {}
     if not out.is_dir():
         return found
     for d in sorted(out.iterdir()):
@@ -172,7 +173,13 @@ def _scan_existing(out: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
             meta = tomllib.loads((d / METADATA).read_text(encoding="utf-8")) if (d / METADATA).is_file() else {}
         except (OSError, ValueError):
             meta = {}
-        found.setdefault(hashlib.sha256(bug.read_bytes()).hexdigest(), (d, meta))
+        key = hashlib.sha256(bug.read_bytes()).hexdigest()
+        if key not in found:
+            try:
+                validation = Artifact(d).validation
+            except SsrkitError:
+                validation = None
+            found[key] = Existing(d, meta, validation)
     return found
 
 
@@ -209,16 +216,20 @@ class Session:
 
         self.emit = on_event = emit
         self.foreign: dict[str, str] = {}  # package under test -> where the tests import it from, if elsewhere
+        #: how another machine opens its sandboxes (None: a `sandbox_factory` was given, which cannot travel)
+        self.sandbox_spec: tuple[str, SandboxOptions] | None = None
         if sandbox_factory is None:
             be = backend_from_config(config, backend)
             opts = options or SandboxOptions()
+            self.sandbox_spec = (be, opts)
 
             def sandbox_factory(src: RepoSource) -> Sandbox:
                 return open_sandbox(src, be, opts)
 
         #: evaluates candidates in the workers' sandboxes (tests reach its `sandbox()` and `screen_timeout`)
         self.engine = Evaluator(self.source, self.out / ".staging", seed=seed, settings=self.settings,
-                                opener=sandbox_factory, on_event=on_event)
+                                opener=sandbox_factory)
+        self._unit_env: Any = None  # what candidates take to another machine (`submit`), made on first use
         self.engine.existing = _scan_existing(self.out)
         self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
         self.setup_sandbox: Sandbox | None = None
@@ -334,11 +345,44 @@ class Session:
         """Pre-screen, weaken, write and validate one candidate (in this thread's worker sandbox)."""
         return self.engine.evaluate(cand)
 
+    def submit(self, pool: Executor, cand: Candidate) -> Future:
+        """Evaluate `cand` as a unit of `pool`: in a worker's sandbox here, or (a portable executor) in a
+        fresh sandbox on whichever machine runs it; `receive` takes what comes back."""
+        if not pool.portable:
+            return pool.submit(self.evaluate, cand)
+        from ..units import CandidateEnv, candidate_unit
+
+        if self._unit_env is None:
+            if self.sandbox_spec is None:
+                raise SsrkitError("a custom sandbox factory cannot travel to another machine; give backend and "
+                                  "options instead, or use the local executor")
+            ev = self.engine
+            self._unit_env = CandidateEnv(pool.source_ref(self.source), self.seed, self.settings,
+                                          self.repo.for_evaluation(), ev.base_commit, ev.screen_timeout,
+                                          ev.existing, *self.sandbox_spec, str(ev.staging))
+        return pool.submit(candidate_unit, self._unit_env, cand)
+
+    def receive(self, pool: Executor, result: Any) -> Outcome:
+        """The outcome of a unit from `submit`: a portable unit's artifact files are written into staging
+        here; tests found flaky are never selected again (the note says which)."""
+        outcome = result
+        if pool.portable:
+            outcome, files = result
+            if files is not None and outcome.artifact is not None:
+                write_tree(outcome.artifact, files, last=(METADATA, VALIDATION))
+        flaky = self.repo.exclude_flaky(outcome.flaky)
+        if flaky:
+            self._unit_env = None  # the next units select without them
+            self.emit(Event("note", f"excluded {plural(len(flaky), 'test')} that passed under coverage "
+                                    f"but failed on the original code (flaky): {listing(flaky)}"))
+        return outcome
+
     def run(self, n: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
-            max_tries: int | None = None, shard: Shard | None = None,
+            max_tries: int | None = None, shard: Shard | None = None, executor: Executor | None = None,
             ) -> tuple[list[InjectedArtifact], dict[str, StrategyStats]]:
         """`n` valid artifacts; with `shard` K/N, only from the candidates of that shard (stream index
-        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n)."""
+        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n).
+        Each candidate is a unit of `executor` (default: the local pool of `jobs` worker sandboxes)."""
         strategies = parse_strategies(strategies)
         quotas = _quotas(n, strategies)
 
@@ -349,17 +393,18 @@ class Session:
                    for s in strategies}
         base_streams = [streams[s] for s in strategies if s != COMBINE]
         self.emit(Event("phase", f"injecting {n} bug(s): {', '.join(f'{s} {quotas[s]}' for s in strategies)}"))
-        with LocalExecutor(jobs) as pool:
-            _settle(self, base_streams, pool, jobs)
+        with ExitStack() as stack:
+            pool = executor if executor is not None else stack.enter_context(LocalExecutor(jobs))
+            _settle(self, base_streams, pool)
             comb = streams.get(COMBINE)
             if comb is not None and comb.quota > 0:
                 comb.it = self.stream(COMBINE, [o for s in base_streams for o in s.kept])
-                _settle(self, [comb], pool, jobs)
+                _settle(self, [comb], pool)
                 deficit = comb.quota - len(comb.kept)
                 if deficit > 0:
                     comb.quota = len(comb.kept)
                     if _redistribute(base_streams, deficit):
-                        _settle(self, base_streams, pool, jobs)
+                        _settle(self, base_streams, pool)
         artifacts = _finalize([streams[s] for s in strategies], self.out)
         stats = {}
         for s in strategies:
@@ -391,6 +436,7 @@ def inject(
     on_event: Callable[[Event], None] | None = None,
     sandbox_factory: Callable[[RepoSource], Sandbox] | None = None,
     shard: Shard | None = None,
+    executor: Executor | None = None,
 ) -> InjectReport:
     """Inject `n` valid bugs into a repository; write each as `out/<id>/` with its validation.json, and
     the run's report as `out/inject.json`.
@@ -398,7 +444,9 @@ def inject(
     `repo` is a RepoSource or a local path. The `[inject]` section of the configuration (the repository's
     ssrkit.toml, then the user's) gives the test runner profile; `[validate]` the thresholds and the
     per-run timeout. Strategies share `n` evenly (in the order given); one that runs dry passes its share
-    on. `sandbox_factory` replaces `open_sandbox(source, backend, options)`.
+    on. `sandbox_factory` replaces `open_sandbox(source, backend, options)` (local executor only).
+    Each candidate is a unit of `executor` (default: a local pool of `jobs` worker sandboxes); the coverage
+    map and the scheduling stay in this process, so a portable one (Ray) gives the same artifacts.
     """
     started = time.monotonic()
     if n < 1:
@@ -409,7 +457,8 @@ def inject(
     with Session(repo, out, seed=seed, config=config, settings=settings, backend=backend, options=options,
                  cache=cache, on_event=on_event, sandbox_factory=sandbox_factory) as session:
         session.setup(history=HISTORY in strategies)
-        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard)
+        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard,
+                                       executor=executor)
         try:
             session.config.write(session.out / "inject-config.toml")
         except OSError:
@@ -433,10 +482,10 @@ def _redistribute(streams: list[_Stream], deficit: int) -> bool:
     return True
 
 
-def _settle(session: Session, streams: list[_Stream], pool: Executor, jobs: int) -> None:
+def _settle(session: Session, streams: list[_Stream], pool: Executor) -> None:
     """Run streams to their quotas; pass the share of a stream that runs dry on; drop duplicate bugs."""
     while True:
-        _run_streams(session, streams, pool, jobs)
+        _run_streams(session, streams, pool)
         seen: set[str] = set()
         deficit = 0
         for s in streams:
