@@ -26,11 +26,13 @@ from . import patch as patches
 from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
                        Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
+from .executor import ArtifactRef, SourceRef, relabel
 from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
 from .attempts import completed_attempts, read_eval
 from .source import RepoSource
+from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -307,7 +309,6 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
                                          max_new=max_new, made=made))
         return out
     from .executor import run_units
-    from .units import combine_unit
 
     assert sandbox is not None, "make_all with an executor needs sandbox=(backend, options)"
     plans = [plan_higher_order(a, settings) if any((d / EVAL).is_file() for d in a.attempt_dirs()) else None
@@ -336,3 +337,18 @@ def check_out_dir(out_dir: Path, parents: list[Artifact]) -> None:
         except ValueError:
             continue
         raise SsrkitError(f"--out {out_dir} is inside the artifact {a.path}; choose a directory outside it")
+
+
+# -- higher-order: stack one artifact's failed fixes on its bug ---------------------------------------
+
+def combine_unit(backend: str, options: SandboxOptions, ref: ArtifactRef, sref: SourceRef,
+                 todo: list[tuple[str, str]], settings: Any) -> list[tuple[str, str | None, str | None]]:
+    """For each (attempt, code diff): (attempt, combined bug diff, None) or (attempt, None, why not)."""
+    from .sandbox import open_sandbox
+
+    with scratch_for(ref) as scratch:
+        path = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = sref.materialize()
+        with open_sandbox(source, backend, options) as sb:
+            out = combine_fixes(sb, Artifact(path), todo, settings)
+    return relabel(out, path_mapping(path, ref, source, sref))

@@ -16,6 +16,8 @@ in one group.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -26,11 +28,13 @@ from . import patch as patches
 from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF, Artifact
 from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
+from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
 from .config import Config
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
 from .source import RepoSource
+from .units import path_mapping, relabel_bytes
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -207,7 +211,6 @@ class Engine:
         """Run (item index, solver — None to re-grade —, attempt, expectations) as units of `executor`
         (default: the local pool of `jobs`); attempts made elsewhere are written here, eval.json last."""
         from .executor import LocalExecutor, run_units
-        from .units import attempt_unit
 
         ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
         spec: Any = self.options if ex.portable else self
@@ -283,3 +286,33 @@ def solvable(items: list[tuple[Artifact, RepoSource]], *,
             load_expectations(items[0][0])
         raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
     return keep, notes
+
+
+# -- run (or re-grade) one solver attempt -----------------------------------------------------------
+
+def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name: str, expect: Any,
+                 hide: list[str] | None) -> tuple[dict[str, Any], dict[str, bytes] | None]:
+    """Run attempt `name` (or re-grade it when `solver` is None): (its eval.json, its files when they
+    must be written by the driver — None when it was made in place)."""
+    engine = spec if isinstance(spec, Engine) else Engine(spec)
+    if ref.files is None:
+        art = Artifact(ref.origin)
+        if solver is None:
+            return engine.regrade_attempt(art, sref.source, name, expect), None
+        return engine.run_attempt(art, sref.source, solver, name, expect, hide), None
+    with Scratch() as scratch:
+        path = ref.materialize(scratch)
+        art = Artifact(path)
+        source = sref.materialize()
+        if solver is None:
+            record = engine.regrade_attempt(art, source, name, expect)
+        else:
+            # the scratch copy, and the driver's artifact paths when this node can see them (one machine)
+            here = sorted({p for p in [*engine.hidden_paths([art]), *(hide or [])] if os.path.exists(p)})
+            record = engine.run_attempt(art, source, solver, name, expect, here)
+        files = read_tree(attempt_dir(art, name))
+    mapping = path_mapping(path, ref, source, sref)
+    record = relabel(record, mapping)
+    files = relabel_bytes(files, mapping)
+    files[EVAL] = (json.dumps(record, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode()
+    return record, files

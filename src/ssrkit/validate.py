@@ -17,7 +17,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -27,12 +27,14 @@ from .artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PA
                        ALIASES, Artifact, now_iso)
 from .config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
+from .executor import ArtifactRef, SourceRef, relabel
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
 from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests
 from .text import clip
+from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -598,7 +600,6 @@ def validate_all(
     pool of `jobs`); whichever ran it, this process writes the report.
     """
     from .executor import LocalExecutor, run_units
-    from .units import ValidatorSpec, validate_unit
 
     results: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
@@ -642,3 +643,40 @@ def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) 
             or data.get("source") != source.to_dict()):
         return None
     return data
+
+
+# -- validate one artifact ------------------------------------------------------------------------------
+
+@dataclass
+class ValidatorSpec:
+    """What a node needs to build the driver's Validator (one per worker process, kept for its cache)."""
+
+    settings: Any
+    backend: str
+    options: SandboxOptions
+
+
+_validators: dict[str, Any] = {}
+
+
+def cached_validator(spec: Any) -> "Validator":
+    """The Validator of `spec` on this machine: the driver's own, or one built once per worker process (its
+    original-run cache is kept across the units of a run)."""
+    if isinstance(spec, Validator):
+        return spec
+    key = repr(spec)
+    if key not in _validators:
+        # one sandbox slot per unit: the inverse-mutation runs of an artifact share it
+        _validators[key] = Validator(replace(spec.settings, jobs=1), backend=spec.backend, options=spec.options)
+    return _validators[key]
+
+
+def validate_unit(spec: Any, ref: ArtifactRef, sref: SourceRef):
+    """The Report of one artifact (not written)."""
+    validator = cached_validator(spec)
+    with scratch_for(ref) as scratch:
+        path = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = sref.materialize()
+        report = validator.validate(Artifact(path), source)
+    report.source = sref.source.to_dict()
+    return relabel(report, path_mapping(path, ref, source, sref))

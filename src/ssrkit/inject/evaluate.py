@@ -7,7 +7,7 @@ do not even import ⇒ discard); run the selected test files to find the failing
 test functions (`test_weaken.diff`); write the artifact into the staging directory and validate it with
 `ssrkit.validate` in the same sandbox, handing over the bug run just made. Under a portable executor
 (Ray) each candidate is instead a unit with one fresh sandbox on whichever node runs it
-(`units.candidate_unit`). Which candidates are evaluated, which valid ones are kept, and which tests found
+(`candidate_unit`, below). Which candidates are evaluated, which valid ones are kept, and which tests found
 flaky (`Outcome.flaky`) are no longer selected is `procedural`'s business.
 """
 
@@ -26,9 +26,11 @@ from typing import Any, Callable
 from .. import patch as patches
 from ..artifact import BUG_DIFF, Metadata, create_artifact
 from ..errors import SsrkitError
-from ..sandbox import Sandbox
+from ..executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
+from ..sandbox import Sandbox, SandboxOptions
 from ..source import RepoSource
 from ..testrun import PASSED, run_tests
+from ..units import path_mapping, relabel_bytes
 from ..validate import Settings, Validator, write_report
 from .candidates import AGENT, REUSED, VALID, Candidate, Outcome, RepoView, tail
 from .runner import PYTEST, locate_test
@@ -268,3 +270,43 @@ def _prescreen_verdict(runner: str, res) -> str:
         return "fails"
     return "import_error"
 
+
+# -- one candidate of the procedural injector --------------------------------------------------------
+
+@dataclass
+class CandidateEnv:
+    """What evaluating any candidate of one procedural `inject` run needs, as data."""
+
+    source: SourceRef
+    seed: int
+    settings: Any  # validate.Settings
+    repo: Any  # inject.candidates.RepoView, `for_evaluation()`: no source texts
+    base_commit: str | None
+    screen_timeout: float | None
+    existing: dict[str, Any]  # bug hash -> inject.evaluate.Existing
+    backend: str
+    options: SandboxOptions | None
+    staging: str  # the driver's staging directory
+
+
+def candidate_unit(env: CandidateEnv, cand: Any) -> tuple[Any, dict[str, bytes] | None]:
+    """One candidate evaluated in a fresh sandbox of this machine: (its Outcome, the files of the artifact
+    it wrote — this machine's paths replaced by the driver's — for the driver to write into staging)."""
+    from ..sandbox import open_sandbox
+
+    with Scratch() as scratch:
+        source = env.source.materialize()
+        ev = Evaluator(source, scratch, seed=env.seed, settings=env.settings, label=env.source.source,
+                       opener=lambda src: open_sandbox(src, env.backend, env.options))
+        ev.repo, ev.base_commit, ev.screen_timeout = env.repo, env.base_commit, env.screen_timeout
+        ev.existing = env.existing
+        try:
+            outcome = ev.evaluate(cand)
+        finally:
+            ev.close()
+        mapping = path_mapping(scratch, ArtifactRef(env.staging), source, env.source)  # scratch stands for staging
+        files = None
+        if outcome.artifact is not None and outcome.artifact.is_relative_to(scratch):
+            files = relabel_bytes(read_tree(outcome.artifact), mapping)
+            outcome.artifact = Path(env.staging) / outcome.artifact.relative_to(scratch)
+    return relabel(outcome, mapping), files

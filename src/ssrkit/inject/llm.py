@@ -16,6 +16,7 @@ training needs those rollouts too. Injection i of a seed always lands in the sam
 from __future__ import annotations
 
 import random
+import shutil
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -27,12 +28,13 @@ from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, METADATA, TEST_FILES, TES
                         TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
 from ..config import Config
 from ..errors import SsrkitError
-from ..executor import ArtifactRef, write_tree
+from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
 from ..fsutil import read_json
 from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import Sandbox
 from ..testrun import TEST_TIMEOUT
 from ..source import RepoSource, head_commit
+from ..units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
 from .summary import Injection, InjectReport, StrategyStats
 
@@ -288,7 +290,7 @@ def inject_llm(
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
     stats: dict[str, StrategyStats] = {}
     from ..executor import LocalExecutor, run_units
-    from ..units import LLMInjection, ValidatorSpec, llm_injection_unit
+    from ..validate import ValidatorSpec
 
     ex = executor or LocalExecutor(max(1, min(jobs, n)))
     indices = [i for i in range(n) if shard is None or shard.owns_index(i)]
@@ -342,3 +344,55 @@ def inject_llm(
                           seconds=time.monotonic() - started)
     report.write(out)
     return report
+
+
+# -- one LLM injection (and its validation) --------------------------------------------------------
+
+@dataclass
+class LLMInjection:
+    """What every injection of one `inject --agent llm` run shares."""
+
+    source: SourceRef
+    client: Any
+    mixture: dict[str, float]
+    thresholds: Any
+    agent: Any
+    base_commit: str | None
+    timeout: float
+    exclude_tests: list[str]
+    backend: str
+    options: SandboxOptions | None
+    validator: Any  # a Validator, a ValidatorSpec, or None (no validation)
+
+
+def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed: int,
+                       reused: bool) -> tuple[str, str | None, dict[str, bytes] | None]:
+    """Run one injection into `ref`'s directory (unless `reused`: it ended earlier) and validate what it
+    made: (exit status, error, the directory's files when the driver must write them)."""
+    from ..sandbox import open_sandbox
+    from ..validate import cached_validator, write_report
+
+    with scratch_for(ref) as scratch:
+        d = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = env.source.materialize()
+        if not reused:
+            if scratch is not None:
+                shutil.rmtree(d)  # run_llm_injection makes the directory itself
+            with open_sandbox(source, env.backend, env.options) as sb:
+                result = run_llm_injection(sb, env.client, out_dir=d, strategy=strategy, mixture=env.mixture,
+                                           thresholds=env.thresholds, seed=seed, config=env.agent,
+                                           source=env.source.source, base_commit=env.base_commit,
+                                           test_timeout=env.timeout, exclude_tests=env.exclude_tests)
+            status, error = result.exit_status, result.error
+        else:
+            traj = read_json(d / TRAJECTORY) if (d / TRAJECTORY).is_file() else {}
+            status, error = traj.get("exit_status", "submitted"), traj.get("error")
+        if env.validator is not None and (d / METADATA).is_file():
+            art = Artifact(d)
+            if art.validation is None:
+                report = relabel(cached_validator(env.validator).validate(art, source), path_mapping(d, ref, source, env.source))
+                report.source = env.source.source.to_dict()
+                write_report(art, report)
+        files = read_tree(d) if scratch is not None else None
+    mapping = path_mapping(d, ref, source, env.source)
+    return relabel(status, mapping), relabel(error, mapping), relabel_bytes(files, mapping) if files else files

@@ -350,7 +350,7 @@ class Session:
         fresh sandbox on whichever machine runs it; `receive` takes what comes back."""
         if not pool.portable:
             return pool.submit(self.evaluate, cand)
-        from ..units import CandidateEnv, candidate_unit
+        from .evaluate import CandidateEnv, candidate_unit
 
         if self._unit_env is None:
             if self.sandbox_spec is None:
