@@ -172,3 +172,19 @@ def test_the_spec_boundaries_hold():
     http = [m for m, p in MODULES.items() if not m.startswith("ssrkit.agents")
             and re.search(r"^\s*(import|from)\s+(httpx|openai|requests|urllib\.request)\b", p.read_text(), re.M)]
     assert http == [] or set(http) <= {"ssrkit.serve"}, http  # serve polls the server it started for readiness
+
+
+def test_one_option_style():
+    """Every command declares its options one way: `name: Annotated[T, typer.Option(...)] = default`."""
+    old = []
+    for mod, path in MODULES.items():
+        if not mod.startswith("ssrkit.cli."):
+            continue
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(fn, ast.FunctionDef):
+                for d in [*fn.args.defaults, *fn.args.kw_defaults]:
+                    src = ast.unparse(d) if d is not None else ""
+                    if src.startswith(("typer.Option(", "typer.Argument(")) or (isinstance(d, ast.Name)
+                                                                                and d.id.endswith("Opt")):
+                        old.append(f"{mod}.{fn.name}: {src[:40]}")
+    assert old == []

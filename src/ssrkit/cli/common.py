@@ -22,26 +22,44 @@ console = Console()
 err_console = Console(stderr=True)
 
 # -- option declarations reused by several commands ------------------------------------------------
-RepoOpt = typer.Option(None, "--repo", help="Local repository for artifacts without artifact.toml.",
-                       rich_help_panel="Repository")
-ImageOpt = typer.Option(None, "--image", help="Docker image holding the repository (instead of --repo).",
-                        rich_help_panel="Repository")
-WorkdirOpt = typer.Option(None, "--workdir", help="Repository root inside --image (default /testbed).",
-                          rich_help_panel="Repository")
-BackendOpt = typer.Option(None, "--backend", help="Sandbox backend: auto, local or docker.",
-                          rich_help_panel="Sandbox")
-ConfigOpt = typer.Option(None, "--config", "-c", help="ssrkit.toml to read (default ./ssrkit.toml).",
-                         rich_help_panel="Configuration")
-JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
-JobsOpt = typer.Option(None, "--jobs", "-j", min=1, help="Parallel runs.")
-TimeoutOpt = typer.Option(None, "--timeout", help=f"Seconds per test run (default: \\[validate] timeout, else "
-                          f"{TEST_TIMEOUT:g}).")
-ExecutorOpt = typer.Option(None, "--executor", help="Where units run: local (default) or ray (a Ray cluster; "
-                           "the ssrkit\\[ray] extra, docs/cluster.md).", rich_help_panel="Scale-out")
-RayAddressOpt = typer.Option(None, "--ray-address", help="Ray cluster to join (default $RAY_ADDRESS, else a "
-                             "new one-node Ray here).", rich_help_panel="Scale-out")
-ShardOpt = typer.Option(None, "--shard", help="Do only shard K of N (e.g. 2/4) of the units: N batch jobs "
-                        "split a round with no engine.", rich_help_panel="Scale-out")
+RepoOpt = typer.Option(
+    "--repo", help="Local repository for artifacts without artifact.toml.", rich_help_panel="Repository",
+)
+ImageOpt = typer.Option(
+    "--image", help="Docker image holding the repository (instead of --repo).", rich_help_panel="Repository",
+)
+WorkdirOpt = typer.Option(
+    "--workdir", help="Repository root inside --image (default /testbed).", rich_help_panel="Repository",
+)
+BackendOpt = typer.Option("--backend", help="Sandbox backend: auto, local or docker.", rich_help_panel="Sandbox")
+ConfigOpt = typer.Option(
+    "--config", "-c", help="ssrkit.toml to read (default ./ssrkit.toml).", rich_help_panel="Configuration",
+)
+JsonOpt = typer.Option("--json", help="Print machine-readable JSON on stdout instead of tables.")
+JobsOpt = typer.Option("--jobs", "-j", min=1, help="Parallel runs.")
+TimeoutOpt = typer.Option(
+    "--timeout",
+    help=f"Seconds per test run (default: \\[validate] timeout, else "
+    f"{TEST_TIMEOUT:g}).",
+)
+ExecutorOpt = typer.Option(
+    "--executor",
+    help="Where units run: local (default) or ray (a Ray cluster; "
+    "the ssrkit\\[ray] extra, docs/cluster.md).",
+    rich_help_panel="Scale-out",
+)
+RayAddressOpt = typer.Option(
+    "--ray-address",
+    help="Ray cluster to join (default $RAY_ADDRESS, else a "
+    "new one-node Ray here).",
+    rich_help_panel="Scale-out",
+)
+ShardOpt = typer.Option(
+    "--shard",
+    help="Do only shard K of N (e.g. 2/4) of the units: N batch jobs "
+    "split a round with no engine.",
+    rich_help_panel="Scale-out",
+)
 
 
 def config_for(config: Optional[Path], repo: Optional[Path]) -> Config:
@@ -90,17 +108,25 @@ STATUS_STYLE = {
 }
 
 # -- model options shared by the LLM injector and the LLM solver --------------------------------------
-BaseUrlOpt = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm); "
-                          "repeat it (or give a file of URLs) to spread trajectories over several servers.",
-                          rich_help_panel="Model")
-ModelOpt = typer.Option(None, "--model", help="Model name served there (llm).", rich_help_panel="Model")
-ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).",
-                            rich_help_panel="Model")
-TemperatureOpt = typer.Option(None, "--temperature", rich_help_panel="Model")
-MaxTurnsOpt = typer.Option(None, "--max-turns", min=1, help="Agent turns per run (default 50).",
-                           rich_help_panel="Model")
-MaxTokensOpt = typer.Option(None, "--max-tokens", min=1, help="Tokens per model reply (default: \\[agent] "
-                            "max_tokens, else 4096).", rich_help_panel="Model")
-TokenIdsOpt = typer.Option(True, "--token-ids/--no-token-ids",
-                           help="Ask the server for token ids and log-probs (vLLM returns them; others ignore it).",
-                           rich_help_panel="Model")
+BaseUrlOpt = typer.Option(
+    "--base-url",
+    help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (llm); "
+    "repeat it (or give a file of URLs) to spread trajectories over several servers.",
+    rich_help_panel="Model",
+)
+ModelOpt = typer.Option("--model", help="Model name served there (llm).", rich_help_panel="Model")
+ApiKeyEnvOpt = typer.Option(
+    "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).", rich_help_panel="Model",
+)
+TemperatureOpt = typer.Option("--temperature", rich_help_panel="Model")
+MaxTurnsOpt = typer.Option("--max-turns", min=1, help="Agent turns per run (default 50).", rich_help_panel="Model")
+MaxTokensOpt = typer.Option(
+    "--max-tokens", min=1,
+    help="Tokens per model reply (default: \\[agent] "
+    "max_tokens, else 4096).",
+    rich_help_panel="Model",
+)
+TokenIdsOpt = typer.Option(
+    "--token-ids/--no-token-ids",
+    help="Ask the server for token ids and log-probs (vLLM returns them; others ignore it).", rich_help_panel="Model",
+)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -25,10 +25,12 @@ def list_(src: Path = SrcOpt) -> None:
 
 @examples_app.command("materialize", epilog="[bold]Example[/]\n\n  [cyan]ssrkit examples materialize --dest build/repos[/]")
 def materialize(
-    names: Optional[List[str]] = typer.Argument(None, help="Which repositories (default: all).", show_default=False),
-    dest: Path = typer.Option(Path("build/repos"), "--dest", "-d", help="Directory to create them in."),
+    names: Annotated[Optional[List[str]], typer.Argument(
+        help="Which repositories (default: all).", show_default=False,
+    )] = None,
+    dest: Annotated[Path, typer.Option("--dest", "-d", help="Directory to create them in.")] = Path("build/repos"),
     src: Path = SrcOpt,
-    as_json: bool = typer.Option(False, "--json"),
+    as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Replay each example's history into DEST/<name> (deterministic commits; idempotent)."""
     paths = ex.materialize(src, dest, names or None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -32,23 +32,31 @@ DIR_FORMATS = ("swebench-task", "harbor")
 
 
 def export(
-    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
-                                           show_default=False),
-    fmt: str = typer.Option("swebench", "--format", "-f",
-                            help="swebench (JSONL), swebench-task (a SWE-bench v5 task repository), harbor "
-                                 "(Harbor task directories) or sft (JSONL)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="JSONL formats: write here instead of stdout. swebench-task and "
-                                            "harbor: the directory to write (required)."),
-    base: str = typer.Option(BASE_IMAGE, "--base",
-                             help="swebench-task / harbor: the image the task Dockerfiles build on (any image "
-                                  "with git, python3 and the repository's test dependencies)."),
-    dataset: str = typer.Option(core.DEFAULT_DATASET, "--dataset",
-                                help="swebench / swebench-task: the dataset name the tasks belong to."),
-    repo: Optional[Path] = RepoOpt,
-    image: Optional[str] = ImageOpt,
-    workdir: Optional[str] = WorkdirOpt,
-    config: Optional[Path] = ConfigOpt,
+    artifacts: Annotated[List[Path], typer.Argument(
+        help="Artifact directories (or directories holding them).", show_default=False,
+    )],
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f",
+        help="swebench (JSONL), swebench-task (a SWE-bench v5 task repository), harbor "
+        "(Harbor task directories) or sft (JSONL).",
+    )] = "swebench",
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", "-o",
+        help="JSONL formats: write here instead of stdout. swebench-task and "
+        "harbor: the directory to write (required).",
+    )] = None,
+    base: Annotated[str, typer.Option(
+        "--base",
+        help="swebench-task / harbor: the image the task Dockerfiles build on (any image "
+        "with git, python3 and the repository's test dependencies).",
+    )] = BASE_IMAGE,
+    dataset: Annotated[str, typer.Option(
+        "--dataset", help="swebench / swebench-task: the dataset name the tasks belong to.",
+    )] = core.DEFAULT_DATASET,
+    repo: Annotated[Optional[Path], RepoOpt] = None,
+    image: Annotated[Optional[str], ImageOpt] = None,
+    workdir: Annotated[Optional[str], WorkdirOpt] = None,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
 ) -> None:
     """Export valid artifacts for SWE-bench or Harbor, or successful solver trajectories for SFT."""
     if fmt not in core.FORMATS:

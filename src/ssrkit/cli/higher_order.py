@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.table import Table
@@ -40,24 +40,30 @@ make no further ones.
 
 
 def higher_order(
-    artifacts: List[Path] = typer.Argument(..., help="Solved artifact directories (or directories holding them).",
-                                           show_default=False),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory for the new artifacts.", show_default=False),
-    validate: bool = typer.Option(True, "--validate/--no-validate",
-                                  help="Validate each new artifact (and any in --out not validated yet)."),
-    max_new: Optional[int] = typer.Option(None, "--max", min=0,
-                                          help="At most this many higher-order artifacts in --out (those already "
-                                               "there count); the artifacts failed most often go first."),
-    jobs: Optional[int] = JobsOpt,
-    executor: Optional[str] = ExecutorOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    shard: Optional[str] = ShardOpt,
-    repo: Optional[Path] = RepoOpt,
-    image: Optional[str] = ImageOpt,
-    workdir: Optional[str] = WorkdirOpt,
-    backend: Optional[str] = BackendOpt,
-    config: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    artifacts: Annotated[List[Path], typer.Argument(
+        help="Solved artifact directories (or directories holding them).", show_default=False,
+    )],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Directory for the new artifacts.", show_default=False,
+    )],
+    validate: Annotated[bool, typer.Option(
+        "--validate/--no-validate", help="Validate each new artifact (and any in --out not validated yet).",
+    )] = True,
+    max_new: Annotated[Optional[int], typer.Option(
+        "--max", min=0,
+        help="At most this many higher-order artifacts in --out (those already "
+        "there count); the artifacts failed most often go first.",
+    )] = None,
+    jobs: Annotated[Optional[int], JobsOpt] = None,
+    executor: Annotated[Optional[str], ExecutorOpt] = None,
+    ray_address: Annotated[Optional[str], RayAddressOpt] = None,
+    shard: Annotated[Optional[str], ShardOpt] = None,
+    repo: Annotated[Optional[Path], RepoOpt] = None,
+    image: Annotated[Optional[str], ImageOpt] = None,
+    workdir: Annotated[Optional[str], WorkdirOpt] = None,
+    backend: Annotated[Optional[str], BackendOpt] = None,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Make higher-order artifacts from failed attempts: original + bug + weaken + the failed fix."""
     the_shard = Shard.parse(shard)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Annotated
+
 import typer
 from rich.console import Console
 
@@ -27,12 +29,18 @@ def _log(msg: str) -> None:
 
 @image_app.command("build")
 def build(
-    repo: Path = typer.Argument(..., help="Repository directory, copied as it is on disk (ignored files and .git "
-                                "included)."),
-    tag: str = typer.Option(None, "--tag", "-t", help="Image name [default: ssrkit/<dir>:<state fingerprint>]."),
-    base: str = typer.Option(core.BASE_IMAGE, "--base", help="Base image holding the toolchain (any local image)."),
-    workdir: str = typer.Option(core.WORKDIR, "--workdir", help="Where the repository goes in the image."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the image name."),
+    repo: Annotated[Path, typer.Argument(
+        help="Repository directory, copied as it is on disk (ignored files and .git "
+        "included).",
+    )],
+    tag: Annotated[str, typer.Option(
+        "--tag", "-t", help="Image name [default: ssrkit/<dir>:<state fingerprint>].",
+    )] = None,
+    base: Annotated[str, typer.Option(
+        "--base", help="Base image holding the toolchain (any local image).",
+    )] = core.BASE_IMAGE,
+    workdir: Annotated[str, typer.Option("--workdir", help="Where the repository goes in the image.")] = core.WORKDIR,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the image name.")] = False,
 ) -> None:
     """Build an image of REPO: the base image + the repository at /testbed, installed in editable mode.
 
@@ -52,10 +60,10 @@ def build(
 
 @image_app.command("base")
 def base_cmd(
-    tag: str = typer.Option(core.BASE_IMAGE, "--tag", "-t", help="Name of the base image."),
-    suite: str = typer.Option(core.BASE_SUITE, "--suite", help="Debian suite for debootstrap."),
-    mirror: str = typer.Option(None, "--mirror", help="Debian mirror [default: the one apt uses]."),
-    force: bool = typer.Option(False, "--force", help="Rebuild even when the image exists."),
+    tag: Annotated[str, typer.Option("--tag", "-t", help="Name of the base image.")] = core.BASE_IMAGE,
+    suite: Annotated[str, typer.Option("--suite", help="Debian suite for debootstrap.")] = core.BASE_SUITE,
+    mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror [default: the one apt uses].")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the image exists.")] = False,
 ) -> None:
     """Build the base image with debootstrap (needs root and `debootstrap`; about a minute; cached).
 

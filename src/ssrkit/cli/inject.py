@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.markup import escape
@@ -50,37 +50,49 @@ AGENTS = ("procedural", "llm")
 
 
 def inject(
-    repo: Optional[Path] = typer.Argument(None, help="Local repository (a git working tree); or use --image.",
-                                          show_default=False),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory for the artifacts (out/<id>/).", show_default=False),
-    n: int = typer.Option(10, "--n", "-n", min=1, help="Number of valid artifacts to write."),
-    jobs: Optional[int] = JobsOpt,
-    executor: Optional[str] = ExecutorOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    shard: Optional[str] = ShardOpt,
-    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same artifacts."),
-    strategy: Optional[str] = typer.Option(None, "--strategy", "-s",
-                                           help="procedural: comma-separated expression, removal, history, combine "
-                                                "(default all); llm: a mixture of removal, history, direct, e.g. "
-                                                "removal=0.5,history=0.5 (the default)."),
-    agent: str = typer.Option("procedural", "--agent", help="Injector: procedural (no model) or llm (an agent)."),
-    base_url: Optional[List[str]] = BaseUrlOpt,
-    model: Optional[str] = ModelOpt,
-    api_key_env: Optional[str] = ApiKeyEnvOpt,
-    temperature: Optional[float] = TemperatureOpt,
-    max_turns: Optional[int] = MaxTurnsOpt,
-    max_tokens: Optional[int] = MaxTokensOpt,
-    token_ids: bool = TokenIdsOpt,
-    no_validate: bool = typer.Option(False, "--no-validate", help="llm: keep injections without validating them."),
-    image: Optional[str] = ImageOpt,
-    workdir: Optional[str] = WorkdirOpt,
-    backend: Optional[str] = BackendOpt,
-    timeout: Optional[float] = TimeoutOpt,
-    max_tries: Optional[int] = typer.Option(None, "--max-tries", min=1,
-                                            help="Candidates tried per strategy at most (default 20 per artifact + 20)."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Re-map per-test coverage even if cached."),
-    config: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    repo: Annotated[Optional[Path], typer.Argument(
+        help="Local repository (a git working tree); or use --image.", show_default=False,
+    )] = None,
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Directory for the artifacts (out/<id>/).", show_default=False,
+    )] = ...,
+    n: Annotated[int, typer.Option("--n", "-n", min=1, help="Number of valid artifacts to write.")] = 10,
+    jobs: Annotated[Optional[int], JobsOpt] = None,
+    executor: Annotated[Optional[str], ExecutorOpt] = None,
+    ray_address: Annotated[Optional[str], RayAddressOpt] = None,
+    shard: Annotated[Optional[str], ShardOpt] = None,
+    seed: Annotated[int, typer.Option(
+        "--seed", help="Random seed: the same seed gives the same artifacts.",
+    )] = 0,
+    strategy: Annotated[Optional[str], typer.Option(
+        "--strategy", "-s",
+        help="procedural: comma-separated expression, removal, history, combine "
+        "(default all); llm: a mixture of removal, history, direct, e.g. "
+        "removal=0.5,history=0.5 (the default).",
+    )] = None,
+    agent: Annotated[str, typer.Option(
+        "--agent", help="Injector: procedural (no model) or llm (an agent).",
+    )] = "procedural",
+    base_url: Annotated[Optional[List[str]], BaseUrlOpt] = None,
+    model: Annotated[Optional[str], ModelOpt] = None,
+    api_key_env: Annotated[Optional[str], ApiKeyEnvOpt] = None,
+    temperature: Annotated[Optional[float], TemperatureOpt] = None,
+    max_turns: Annotated[Optional[int], MaxTurnsOpt] = None,
+    max_tokens: Annotated[Optional[int], MaxTokensOpt] = None,
+    token_ids: Annotated[bool, TokenIdsOpt] = True,
+    no_validate: Annotated[bool, typer.Option(
+        "--no-validate", help="llm: keep injections without validating them.",
+    )] = False,
+    image: Annotated[Optional[str], ImageOpt] = None,
+    workdir: Annotated[Optional[str], WorkdirOpt] = None,
+    backend: Annotated[Optional[str], BackendOpt] = None,
+    timeout: Annotated[Optional[float], TimeoutOpt] = None,
+    max_tries: Annotated[Optional[int], typer.Option(
+        "--max-tries", min=1, help="Candidates tried per strategy at most (default 20 per artifact + 20).",
+    )] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-map per-test coverage even if cached.")] = False,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Inject bugs into a repository and keep the valid ones as artifacts.
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from typing import Annotated
+
 import typer
 from rich.console import Console
 
@@ -33,7 +35,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version.",
+    )] = False,
 ) -> None:
     """Self-play SWE-RL toolkit."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Annotated
+
 import typer
 from rich.markup import escape
 
@@ -49,12 +51,13 @@ def _check_round(run: Path, round_no: int) -> None:
 
 @pool_app.command("select", epilog=SELECT_EPILOG)
 def select(
-    run: Path = typer.Argument(..., help="Run directory.", show_default=False),
-    round_no: int = typer.Option(..., "--round", "-r", min=1, help="The round being prepared."),
-    old_ratio: float = typer.Option(0.5, "--old-ratio",
-                                    help="Share of the round's tasks taken from the pool, in [0, 1)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the choice (with the round number)."),
-    as_json: bool = JsonOpt,
+    run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
+    round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round being prepared.")],
+    old_ratio: Annotated[float, typer.Option(
+        "--old-ratio", help="Share of the round's tasks taken from the pool, in [0, 1).",
+    )] = 0.5,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed of the choice (with the round number).")] = 0,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Copy pool artifacts into RUN/round-N/tasks/ to mix with the round's new injections."""
     _check_round(run, round_no)
@@ -73,11 +76,12 @@ def select(
 
 @pool_app.command("close", epilog=CLOSE_EPILOG)
 def close(
-    run: Path = typer.Argument(..., help="Run directory.", show_default=False),
-    round_no: int = typer.Option(..., "--round", "-r", min=1, help="The round that finished."),
-    retire_after: int = typer.Option(2, "--retire-after", min=1,
-                                     help="Retire artifacts always or never solved in this many rounds."),
-    as_json: bool = JsonOpt,
+    run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
+    round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round that finished.")],
+    retire_after: Annotated[int, typer.Option(
+        "--retire-after", min=1, help="Retire artifacts always or never solved in this many rounds.",
+    )] = 2,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Add the round's valid artifacts to the pool, record solve rates, retire, append metrics.csv."""
     _check_round(run, round_no)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich import box
@@ -33,10 +33,12 @@ def _fmt(v: object, pct: bool = False) -> str:
 
 
 def report(
-    run: Path = typer.Argument(..., help="A run directory (holds round-NNN/).", show_default=False),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="Where to write PNG plots (default RUN/plots)."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Do not write plots."),
-    as_json: bool = JsonOpt,
+    run: Annotated[Path, typer.Argument(help="A run directory (holds round-NNN/).", show_default=False)],
+    plots: Annotated[Optional[Path], typer.Option(
+        "--plots", help="Where to write PNG plots (default RUN/plots).",
+    )] = None,
+    no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not write plots.")] = False,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Show a run: per-round validity, solve rate and rewards, the solve-rate histogram, strategy mix, failing checks."""
     rep = build_report(run)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.table import Table
@@ -29,12 +29,17 @@ must have finished attempts (ssrkit solve) and an up-to-date validation.json (ss
 
 
 def reward(
-    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
-                                           show_default=False),
-    alpha: Optional[float] = typer.Option(None, "--alpha", help=f"α of the injector reward (default {DEFAULT_ALPHA})."),
-    write: bool = typer.Option(True, "--write/--no-write", help="Write reward.json into each artifact."),
-    config: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    artifacts: Annotated[List[Path], typer.Argument(
+        help="Artifact directories (or directories holding them).", show_default=False,
+    )],
+    alpha: Annotated[Optional[float], typer.Option(
+        "--alpha", help=f"α of the injector reward (default {DEFAULT_ALPHA}).",
+    )] = None,
+    write: Annotated[bool, typer.Option(
+        "--write/--no-write", help="Write reward.json into each artifact.",
+    )] = True,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Compute rewards from validation.json and the graded attempts; write reward.json."""
     a = reward_alpha(config_for(config, None), alpha)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Annotated
+
 import typer
 from rich.panel import Panel
 from rich.syntax import Syntax
@@ -23,10 +25,10 @@ EPILOG = """
 
 
 def show(
-    artifact: Path = typer.Argument(..., help="An artifact directory.", show_default=False),
-    diffs: bool = typer.Option(True, "--diffs/--no-diffs", help="Show the two diffs."),
-    script: bool = typer.Option(False, "--script", help="Also show test_script.sh and test_parser.py."),
-    as_json: bool = typer.Option(False, "--json", help="Print metadata and verdicts as JSON."),
+    artifact: Annotated[Path, typer.Argument(help="An artifact directory.", show_default=False)],
+    diffs: Annotated[bool, typer.Option("--diffs/--no-diffs", help="Show the two diffs.")] = True,
+    script: Annotated[bool, typer.Option("--script", help="Also show test_script.sh and test_parser.py.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print metadata and verdicts as JSON.")] = False,
 ) -> None:
     """Print an artifact: metadata, the bug and weakening diffs (highlighted), test files, last verdicts."""
     art = Artifact(artifact)

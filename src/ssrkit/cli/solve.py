@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,42 +50,52 @@ when it fails; 2 on usage or environment errors.
 
 
 def solve(
-    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
-                                           show_default=False),
-    solver: str = typer.Option("llm", "--solver", "-s",
-                               help=f"Who solves: {', '.join(sorted(SOLVERS))}."),
-    attempts: Optional[int] = typer.Option(None, "--attempts", "-n", min=0,
-                                           help=f"Finished attempts each artifact must have (default: \\[solve] attempts, else "
-                                                f"{SolveOptions.attempts})."),
-    jobs: Optional[int] = JobsOpt,
-    executor: Optional[str] = ExecutorOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    shard: Optional[str] = ShardOpt,
-    redo: bool = typer.Option(False, "--redo", help="Run attempts 001..N again, replacing them."),
-    regrade: bool = typer.Option(False, "--regrade", help="Re-grade saved fix.diff files; run no solver."),
-    patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
-                                         show_default=False),
-    timeout: Optional[float] = TimeoutOpt,
-    base_url: Optional[List[str]] = BaseUrlOpt,
-    model: Optional[str] = ModelOpt,
-    api_key_env: Optional[str] = ApiKeyEnvOpt,
-    temperature: Optional[float] = TemperatureOpt,
-    max_turns: Optional[int] = MaxTurnsOpt,
-    max_tokens: Optional[int] = MaxTokensOpt,
-    token_ids: bool = TokenIdsOpt,
-    budget_runs: Optional[int] = typer.Option(None, "--budget-runs", min=1,
-                                              help="Test runs the repair solver may spend per attempt (default 40)."),
-    partial: bool = typer.Option(False, "--partial",
-                                 help="repair: when no candidate passes, submit the one that made the most failing "
-                                      "tests pass without breaking others (failed attempts with code feed "
-                                      "higher-order)."),
-    seed: int = typer.Option(0, "--seed", help="Base seed (attempt k uses seed + k)."),
-    repo: Optional[Path] = RepoOpt,
-    image: Optional[str] = ImageOpt,
-    workdir: Optional[str] = WorkdirOpt,
-    backend: Optional[str] = BackendOpt,
-    config: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    artifacts: Annotated[List[Path], typer.Argument(
+        help="Artifact directories (or directories holding them).", show_default=False,
+    )],
+    solver: Annotated[str, typer.Option(
+        "--solver", "-s", help=f"Who solves: {', '.join(sorted(SOLVERS))}.",
+    )] = "llm",
+    attempts: Annotated[Optional[int], typer.Option(
+        "--attempts", "-n", min=0,
+        help=f"Finished attempts each artifact must have (default: \\[solve] attempts, else "
+        f"{SolveOptions.attempts}).",
+    )] = None,
+    jobs: Annotated[Optional[int], JobsOpt] = None,
+    executor: Annotated[Optional[str], ExecutorOpt] = None,
+    ray_address: Annotated[Optional[str], RayAddressOpt] = None,
+    shard: Annotated[Optional[str], ShardOpt] = None,
+    redo: Annotated[bool, typer.Option("--redo", help="Run attempts 001..N again, replacing them.")] = False,
+    regrade: Annotated[bool, typer.Option(
+        "--regrade", help="Re-grade saved fix.diff files; run no solver.",
+    )] = False,
+    patch: Annotated[Optional[Path], typer.Option(
+        "--patch", help="Grade this diff ('-' = stdin) as a new attempt.", show_default=False,
+    )] = None,
+    timeout: Annotated[Optional[float], TimeoutOpt] = None,
+    base_url: Annotated[Optional[List[str]], BaseUrlOpt] = None,
+    model: Annotated[Optional[str], ModelOpt] = None,
+    api_key_env: Annotated[Optional[str], ApiKeyEnvOpt] = None,
+    temperature: Annotated[Optional[float], TemperatureOpt] = None,
+    max_turns: Annotated[Optional[int], MaxTurnsOpt] = None,
+    max_tokens: Annotated[Optional[int], MaxTokensOpt] = None,
+    token_ids: Annotated[bool, TokenIdsOpt] = True,
+    budget_runs: Annotated[Optional[int], typer.Option(
+        "--budget-runs", min=1, help="Test runs the repair solver may spend per attempt (default 40).",
+    )] = None,
+    partial: Annotated[bool, typer.Option(
+        "--partial",
+        help="repair: when no candidate passes, submit the one that made the most failing "
+        "tests pass without breaking others (failed attempts with code feed "
+        "higher-order).",
+    )] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed (attempt k uses seed + k).")] = 0,
+    repo: Annotated[Optional[Path], RepoOpt] = None,
+    image: Annotated[Optional[str], ImageOpt] = None,
+    workdir: Annotated[Optional[str], WorkdirOpt] = None,
+    backend: Annotated[Optional[str], BackendOpt] = None,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Run solver attempts on valid artifacts and grade each fix against the original tests.
 

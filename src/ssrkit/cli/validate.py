@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -39,33 +39,42 @@ Each artifact gets validation.json and logs/ (raw test logs of every run).
 
 
 def validate(
-    artifacts: List[Path] = typer.Argument(..., help="Artifact directories (or directories holding them).",
-                                           show_default=False),
-    repo: Optional[Path] = RepoOpt,
-    image: Optional[str] = ImageOpt,
-    workdir: Optional[str] = WorkdirOpt,
-    backend: Optional[str] = BackendOpt,
-    jobs: Optional[int] = JobsOpt,
-    executor: Optional[str] = ExecutorOpt,
-    ray_address: Optional[str] = RayAddressOpt,
-    shard: Optional[str] = ShardOpt,
-    timeout: Optional[float] = TimeoutOpt,
-    flaky_runs: Optional[int] = typer.Option(None, "--flaky-runs", min=0,
-                                             help="Repeat the original run K more times; reject changing statuses."),
-    min_passing_tests: Optional[int] = typer.Option(None, "--min-passing-tests", min=1,
-                                                    rich_help_panel="Thresholds"),
-    min_failing_tests: Optional[int] = typer.Option(None, "--min-failing-tests", min=1,
-                                                    rich_help_panel="Thresholds"),
-    min_changed_files: Optional[int] = typer.Option(None, "--min-changed-files", min=1,
-                                                    rich_help_panel="Thresholds"),
-    total_break: Optional[str] = typer.Option(None, "--total-break",
-                                              help="A bug failing every test is a 'warning' or an 'error'.",
-                                              rich_help_panel="Thresholds"),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Re-run the original code even if cached."),
-    redo: bool = typer.Option(False, "--redo", help="Re-validate artifacts whose validation.json is up to date."),
-    details: bool = typer.Option(False, "--details", help="One table per artifact, even for many artifacts."),
-    config: Optional[Path] = ConfigOpt,
-    as_json: bool = JsonOpt,
+    artifacts: Annotated[List[Path], typer.Argument(
+        help="Artifact directories (or directories holding them).", show_default=False,
+    )],
+    repo: Annotated[Optional[Path], RepoOpt] = None,
+    image: Annotated[Optional[str], ImageOpt] = None,
+    workdir: Annotated[Optional[str], WorkdirOpt] = None,
+    backend: Annotated[Optional[str], BackendOpt] = None,
+    jobs: Annotated[Optional[int], JobsOpt] = None,
+    executor: Annotated[Optional[str], ExecutorOpt] = None,
+    ray_address: Annotated[Optional[str], RayAddressOpt] = None,
+    shard: Annotated[Optional[str], ShardOpt] = None,
+    timeout: Annotated[Optional[float], TimeoutOpt] = None,
+    flaky_runs: Annotated[Optional[int], typer.Option(
+        "--flaky-runs", min=0, help="Repeat the original run K more times; reject changing statuses.",
+    )] = None,
+    min_passing_tests: Annotated[Optional[int], typer.Option(
+        "--min-passing-tests", min=1, rich_help_panel="Thresholds",
+    )] = None,
+    min_failing_tests: Annotated[Optional[int], typer.Option(
+        "--min-failing-tests", min=1, rich_help_panel="Thresholds",
+    )] = None,
+    min_changed_files: Annotated[Optional[int], typer.Option(
+        "--min-changed-files", min=1, rich_help_panel="Thresholds",
+    )] = None,
+    total_break: Annotated[Optional[str], typer.Option(
+        "--total-break", help="A bug failing every test is a 'warning' or an 'error'.", rich_help_panel="Thresholds",
+    )] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-run the original code even if cached.")] = False,
+    redo: Annotated[bool, typer.Option(
+        "--redo", help="Re-validate artifacts whose validation.json is up to date.",
+    )] = False,
+    details: Annotated[bool, typer.Option(
+        "--details", help="One table per artifact, even for many artifacts.",
+    )] = False,
+    config: Annotated[Optional[Path], ConfigOpt] = None,
+    as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Check that bug artifacts are consistent: the bug breaks tests, the weakening hides it, every file counts.
 
