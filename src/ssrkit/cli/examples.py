@@ -13,11 +13,12 @@ from .common import console, print_json
 examples_app = typer.Typer(help="The bundled example repositories (stored as patch series in examples/repos).",
                            no_args_is_help=True, rich_markup_mode="rich")
 
-SrcOpt = typer.Option(Path("examples/repos"), "--src", help="Where the patch series live.")
+SrcOpt = typer.Option("--src", help="Where the patch series live.")
+SRC = Path("examples/repos")
 
 
 @examples_app.command("list")
-def list_(src: Path = SrcOpt) -> None:
+def list_(src: Annotated[Path, SrcOpt] = SRC) -> None:
     """List the example repositories."""
     for name in ex.available(src):
         console.print(name)
@@ -29,7 +30,7 @@ def materialize(
         help="Which repositories (default: all).", show_default=False,
     )] = None,
     dest: Annotated[Path, typer.Option("--dest", "-d", help="Directory to create them in.")] = Path("build/repos"),
-    src: Path = SrcOpt,
+    src: Annotated[Path, SrcOpt] = SRC,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Replay each example's history into DEST/<name> (deterministic commits; idempotent)."""
