@@ -76,6 +76,10 @@ class RayExecutor(Executor):
                               f"ray start ... --resources '{{\"{SLOT_RESOURCE}\": N}}' (N sandboxes it may run)")
         # every slot of the cluster may be busy at once; --jobs caps it below that
         self.slots = int(total) if slots <= 1 else min(slots, int(total))
+        # when the slots cap what runs, twice as many units are submitted: the extra ones wait in the
+        # nodes' queues and start the moment a slot frees (under --jobs below the cluster's slots, the
+        # driver's window is the only cap, so it stays at --jobs)
+        self._window = self.slots * 2 if self.slots == int(total) else self.slots
         self._task = ray.remote(_run_unit).options(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=MAX_RETRIES, retry_exceptions=False,
             scheduling_strategy="SPREAD")
@@ -83,6 +87,10 @@ class RayExecutor(Executor):
         self._lock = threading.Lock()
         self._sources: dict[RepoSource, SourceRef] = {}
         self.nodes_used: Counter[str] = Counter()
+
+    @property
+    def window(self) -> int:
+        return self._window
 
     def submit(self, fn: Callable[..., T], *args: Any) -> "Future[T]":
         ref = self._task.remote(fn, *args)

@@ -176,3 +176,32 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
     assert _sandboxes_of(_ray_worker_pids()) == []
     assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted
+
+
+def test_window_queues_units_but_never_runs_more_than_the_slots(ray_cluster):
+    """Ray keeps twice the cluster's slots submitted (the extra ones queued on the nodes), yet no more
+    units run at once than there are slots; under --jobs below the slots, --jobs caps both."""
+    from ssrkit.executor import run_units
+
+    def held(i: int) -> tuple[float, float]:
+        import time
+
+        t0 = time.time()
+        time.sleep(0.6)
+        return t0, time.time()
+
+    def most_at_once(spans: list[tuple[float, float]]) -> int:
+        edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+        now = top = 0
+        for _, d in edges:
+            now += d
+            top = max(top, now)
+        return top
+
+    with RayExecutor(3) as ex:
+        assert (ex.slots, ex.window) == (3, 6)
+        spans = run_units(ex, held, [(i,) for i in range(9)])
+    assert len(spans) == 9 and 2 <= most_at_once(spans) <= 3
+    with RayExecutor(2) as ex:
+        assert (ex.slots, ex.window) == (2, 2)
+        assert most_at_once(run_units(ex, held, [(i,) for i in range(4)])) <= 2
