@@ -11,9 +11,10 @@ filesystem survives a restart). Snapshots live in `/.ssrkit/snaps`: with python3
 changed files copied back); otherwise a snapshot is a `cp -a` copy and reset deletes the tree and copies the
 snapshot back. Either way ignored and generated files are restored too.
 
-Containers carry the labels `ssrkit.sandbox=1`, `ssrkit.pid` and `ssrkit.host`; they are removed by
-`close()`, at interpreter exit, on Ctrl-C/SIGTERM, and containers of dead ssrkit processes on this host are
-swept when the next sandbox starts.
+Containers carry the labels `ssrkit.sandbox=1`, `ssrkit.pid`, `ssrkit.host` and `ssrkit.run` (the run,
+`_cleanup.run_id()`); they are removed by `close()`, at interpreter exit, on Ctrl-C/SIGTERM, containers of
+dead ssrkit processes on this host are swept when the next sandbox starts, and `reap.py` removes a whole
+run's (`remove_run`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ _BASE_ENV = {
 }
 
 _HOST = socket.gethostname()
+RUN_LABEL = "ssrkit.run"
 _swept = False
 _swept_lock = threading.Lock()
 
@@ -146,6 +148,22 @@ def sweep_stale(c) -> int:
     return n
 
 
+def remove_run(c, run: str) -> int:
+    """Remove every sandbox container of run `run` on this engine, whichever process or host made it."""
+    n = 0
+    try:
+        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", f"{RUN_LABEL}={run}"]})
+    except Exception:  # noqa: BLE001
+        return 0
+    for cont in conts:
+        try:
+            cont.remove(force=True, v=True)
+            n += 1
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+    return n
+
+
 def _snap_dir(name: str) -> str:
     return f"{STATE}/snaps/s-{hashlib.sha1(name.encode()).hexdigest()[:16]}"
 
@@ -197,7 +215,7 @@ class DockerSandbox(Sandbox):
             working_dir=self.root,
             environment=env,
             labels={"ssrkit.sandbox": "1", "ssrkit.pid": str(os.getpid()), "ssrkit.host": _HOST,
-                    "ssrkit.image": image},
+                    RUN_LABEL: _cleanup.run_id(), "ssrkit.image": image},
             name=f"ssrkit-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             mem_limit=f"{int(lim.memory_mb)}m",
             memswap_limit=f"{int(lim.memory_mb)}m",
