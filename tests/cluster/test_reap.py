@@ -134,3 +134,85 @@ def test_ray_run_start_reaps_orphans_on_every_node(ray_cluster, repo, tmp_path, 
     with RayExecutor(3) as ex:
         ex._wait_reap(ex._startup_reap)
     assert not box.exists()
+
+
+def test_docker_sandboxes_carry_the_run_and_reap_removes_the_runs(example_repos, monkeypatch):
+    """Containers are labelled `ssrkit.run`; `reap(run)` removes that run's containers, not another's."""
+    from ssrkit.errors import SsrkitError
+    from ssrkit.sandbox.docker import RUN_LABEL, DockerSandbox
+    from ssrkit.sandbox.factory import docker_available
+
+    why = docker_available()
+    if why:
+        pytest.skip(f"no Docker engine: {why}")
+    from ssrkit.image import build_image
+
+    try:
+        image = build_image(example_repos["textkit"], tag="ssrkit-test/reap:latest", build_base=False)
+    except SsrkitError as e:
+        pytest.skip(f"no base image to build on: {e}")
+    run, other = f"dreap-{os.getpid()}", f"dkeep-{os.getpid()}"
+    monkeypatch.setattr(_cleanup, "_run", None)
+    _cleanup.set_run_id(run)
+    victim = DockerSandbox(image)
+    _cleanup.set_run_id(other)
+    kept = DockerSandbox(image)
+    try:
+        victim.container.reload()
+        assert victim.container.labels[RUN_LABEL] == run
+        got = reap(run)
+        assert got.containers == 1
+        names = {c.name for c in kept.client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run}"})}
+        assert names == set()
+        kept.container.reload()
+        assert kept.container.status == "running"
+    finally:
+        victim.close()
+        kept.close()
+
+
+def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, repo, monkeypatch):
+    """A unit that ignores the cancellation (it swallows KeyboardInterrupt) has its worker killed after the
+    grace period; its sandbox, which no one closed, is removed by the run's reapers: when cancel() returns,
+    no sandbox of the run exists and every slot is free."""
+    import ray
+
+    from ssrkit import ray_executor
+    from ssrkit.ray_executor import SLOT_RESOURCE, RayExecutor
+
+    def stubborn(repo_dir: str) -> None:
+        import time
+
+        from ssrkit.sandbox.local import LocalSandbox
+
+        LocalSandbox(repo_dir)  # never closed
+        while True:
+            try:
+                time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+
+    run = f"stuck-{os.getpid()}"
+    monkeypatch.setattr(_cleanup, "_run", None)
+    _cleanup.set_run_id(run)
+    monkeypatch.setattr(ray_executor, "CANCEL_GRACE_S", 3.0)
+    ex = RayExecutor(3)
+    try:
+        futures = [ex.submit(stubborn, str(repo)) for _ in range(3)]
+        deadline = time.monotonic() + 120
+        while len(labels_of(run)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(labels_of(run)) == 3, "the units did not start"
+        ex.cancel()
+        assert labels_of(run) == []
+        assert ex.reaped[0] >= 1  # what the force-killed workers left, the reapers removed
+        for f in futures:
+            with pytest.raises(BaseException):
+                f.result(timeout=30)
+    finally:
+        ex.close()
+    total = ray.cluster_resources()[SLOT_RESOURCE]
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get(SLOT_RESOURCE, 0) != total and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get(SLOT_RESOURCE, 0) == total

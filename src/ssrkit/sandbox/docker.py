@@ -127,41 +127,39 @@ def docker_available() -> str | None:
     return None
 
 
-def sweep_stale(c) -> int:
-    """Remove sandbox containers left by ssrkit processes of this host that no longer exist."""
+def _remove_containers(c, label: str, doomed=lambda cont: True) -> int:
+    """Remove the sandbox containers carrying `label` (key=value) for which `doomed(container)` holds."""
     n = 0
     try:
-        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", f"ssrkit.host={_HOST}"]})
+        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", label]})
     except Exception:  # noqa: BLE001
         return 0
     for cont in conts:
-        try:
-            pid = int(cont.labels.get("ssrkit.pid", "0"))
-        except ValueError:
-            continue
-        if pid and pid != os.getpid() and not _cleanup.pid_alive(pid):
+        if doomed(cont):
             try:
                 cont.remove(force=True, v=True)
                 n += 1
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - gone already
                 pass
     return n
 
 
+def _owner_dead(cont) -> bool:
+    try:
+        pid = int(cont.labels.get("ssrkit.pid", "0"))
+    except ValueError:
+        return False
+    return bool(pid) and pid != os.getpid() and not _cleanup.pid_alive(pid)
+
+
+def sweep_stale(c) -> int:
+    """Remove sandbox containers left by ssrkit processes of this host that no longer exist."""
+    return _remove_containers(c, f"ssrkit.host={_HOST}", _owner_dead)
+
+
 def remove_run(c, run: str) -> int:
     """Remove every sandbox container of run `run` on this engine, whichever process or host made it."""
-    n = 0
-    try:
-        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", f"{RUN_LABEL}={run}"]})
-    except Exception:  # noqa: BLE001
-        return 0
-    for cont in conts:
-        try:
-            cont.remove(force=True, v=True)
-            n += 1
-        except Exception:  # noqa: BLE001 - gone already
-            pass
-    return n
+    return _remove_containers(c, f"{RUN_LABEL}={run}")
 
 
 def _snap_dir(name: str) -> str:

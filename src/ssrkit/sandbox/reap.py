@@ -30,9 +30,6 @@ class Reaped:
     local: int = 0  # local sandbox directories of the run
     containers: int = 0  # Docker containers (of the run, or of dead processes)
 
-    def __add__(self, other: "Reaped") -> "Reaped":
-        return Reaped(self.local + other.local, self.containers + other.containers)
-
 
 def reap(run: str | None = None, *, docker: bool = True) -> Reaped:
     """Remove orphans of dead ssrkit processes here and, when `run` is given, every sandbox of that run.
@@ -40,11 +37,11 @@ def reap(run: str | None = None, *, docker: bool = True) -> Reaped:
     Only call it with `run` once the run's units are finished or cancelled: a sandbox of the run still in
     use is removed too (its commands killed)."""
     root = _tmp_root()
+    out = Reaped()
+    if run is not None:  # first, so the run's sandboxes of dead processes are counted too
+        out.local = _remove_local_run(root, run)
     _sweep_stale_dirs(root)
     _cgroup.sweep_stale()
-    out = Reaped()
-    if run is not None:
-        out.local = _remove_local_run(root, run)
     if docker:
         out.containers = _reap_docker(run)
     return out
