@@ -56,6 +56,13 @@ class Executor(ABC):
             raise SsrkitError("--jobs must be at least 1")
         self.slots = slots
 
+    @property
+    def window(self) -> int:
+        """How many units `stream_units` keeps submitted at once: `slots` unless the executor itself caps
+        how many run (then a few more wait queued where they run, so a freed slot starts the next unit
+        without waiting for a round trip to the driver)."""
+        return self.slots
+
     @abstractmethod
     def submit(self, fn: Callable[..., T], *args: Any) -> "Future[T]":
         """Start `fn(*args)`; the future holds its result (or its exception)."""
@@ -144,7 +151,7 @@ def executor_from_config(cfg: "Config", executor: str | None, ray_address: str |
 
 def run_units(executor: Executor, fn: Callable[..., T], arglists: list[tuple[Any, ...]],
               on_result: Callable[[int, T], None] | None = None) -> list[T]:
-    """`fn(*args)` for every args in `arglists`, at most `executor.slots` in flight; results in input order.
+    """`fn(*args)` for every args in `arglists`, at most `executor.slots` running; results in input order.
 
     `on_result(index, result)` is called in the caller's thread as each one finishes. The first exception
     cancels the rest and is raised; so does Ctrl-C.
@@ -159,12 +166,13 @@ def run_units(executor: Executor, fn: Callable[..., T], arglists: list[tuple[Any
 
 def stream_units(executor: Executor, fn: Callable[..., T],
                  arglists: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, T]]:
-    """(index, result) in the order the units finish, keeping at most `executor.slots` in flight."""
+    """(index, result) in the order the units finish, keeping at most `executor.window` submitted."""
     pending = iter(enumerate(arglists))
     inflight: dict[Future, int] = {}
+    window = max(1, executor.window)
     try:
         while True:
-            while len(inflight) < executor.slots:
+            while len(inflight) < window:
                 nxt = next(pending, None)
                 if nxt is None:
                     break

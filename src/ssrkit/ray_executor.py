@@ -2,9 +2,15 @@
 
 Each node offers `ssrkit_sandbox` slots (`ray start --resources '{"ssrkit_sandbox": 8}'`); every task asks
 for one, so a node never runs more sandboxes than it was sized for. Tasks lost with their node are
-retried on another (`max_retries`); a driver's Ctrl-C cancels the outstanding ones (the cancelled task's
-sandbox context managers close its sandboxes). A local repository is packed once per run into the object
-store; each node unpacks it once into its cache, keyed by the tarball's hash (`executor.unpacked_repo`).
+retried on another (`max_retries`). A local repository is packed once per run into the object store; each
+node unpacks it once into its cache, keyed by the tarball's hash (`executor.unpacked_repo`).
+
+Every task carries the driver's run id, so each sandbox it opens is labelled with the run
+(`sandbox/_cleanup.py`). When a run starts, every node reaps the orphans of dead ssrkit processes
+(`sandbox/reap.py`: a node may not open another sandbox soon, so its own sweep would not run). A driver's
+Ctrl-C cancels the outstanding tasks (a running one gets KeyboardInterrupt, so its sandboxes close), waits
+for them to end (killing the workers of those that do not within `CANCEL_GRACE_S`), then has every node
+remove whatever sandbox of the run is left.
 
 Needs the optional extra: ``pip install 'ssrkit[ray]'``.
 """
@@ -20,12 +26,17 @@ from typing import Any, Callable, TypeVar
 
 from .errors import SsrkitError
 from .executor import ArtifactRef, Executor, SourceRef, pack_tree
+from .sandbox._cleanup import run_id
 from .source import RepoSource
 
 #: the custom resource that counts sandbox slots on a node
 SLOT_RESOURCE = "ssrkit_sandbox"
 #: how often a task lost with its node (or its worker process) is run again elsewhere
 MAX_RETRIES = 4
+#: how long cancelled tasks get to close their sandboxes before their workers are killed
+CANCEL_GRACE_S = 20.0
+#: how long the driver waits for the nodes' reapers
+REAP_WAIT_S = 30.0
 T = TypeVar("T")
 
 
@@ -38,11 +49,25 @@ def _import_ray():
     return ray
 
 
-def _run_unit(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
-    """What each Ray task runs: the unit, and the node it ran on (for `nodes_used`)."""
+def _run_unit(run: str, fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """What each Ray task runs: the unit, its sandboxes labelled with the driver's run; and the node it ran
+    on (for `nodes_used`)."""
     import ray
 
+    from .sandbox._cleanup import set_run_id
+
+    set_run_id(run)
     return ray.get_runtime_context().get_node_id(), fn(*args)
+
+
+def _reap_node(run: str | None) -> tuple[str, int, int]:
+    """On one node: orphans of dead ssrkit processes, and every sandbox of `run` when given."""
+    import ray
+
+    from .sandbox.reap import reap
+
+    got = reap(run)
+    return ray.get_runtime_context().get_node_id(), got.local, got.containers
 
 
 class RayExecutor(Executor):
@@ -76,21 +101,36 @@ class RayExecutor(Executor):
                               f"ray start ... --resources '{{\"{SLOT_RESOURCE}\": N}}' (N sandboxes it may run)")
         # every slot of the cluster may be busy at once; --jobs caps it below that
         self.slots = int(total) if slots <= 1 else min(slots, int(total))
+        # when the slots cap what runs, twice as many units are submitted: the extra ones wait in the
+        # nodes' queues and start the moment a slot frees (under --jobs below the cluster's slots, the
+        # driver's window is the only cap, so it stays at --jobs)
+        self._window = self.slots * 2 if self.slots == int(total) else self.slots
         self._task = ray.remote(_run_unit).options(
             num_cpus=0, resources={SLOT_RESOURCE: 1}, max_retries=MAX_RETRIES, retry_exceptions=False,
             scheduling_strategy="SPREAD")
-        self._refs: list[Any] = []
+        self._refs: dict[Any, None] = {}  # outstanding tasks, in submission order
         self._lock = threading.Lock()
         self._sources: dict[RepoSource, SourceRef] = {}
         self.nodes_used: Counter[str] = Counter()
+        #: the run every sandbox of these tasks is labelled with (`$SSRKIT_RUN`, else this process's id)
+        self.run = run_id()
+        #: what the last reap removed on the nodes: (local sandboxes, containers)
+        self.reaped = (0, 0)
+        self._startup_reap = self._reap_everywhere(None)  # not waited for: it only touches dead processes
+
+    @property
+    def window(self) -> int:
+        return self._window
 
     def submit(self, fn: Callable[..., T], *args: Any) -> "Future[T]":
-        ref = self._task.remote(fn, *args)
+        ref = self._task.remote(self.run, fn, *args)
         with self._lock:
-            self._refs.append(ref)
+            self._refs[ref] = None
         out: Future = Future()
 
         def done(f: Future) -> None:
+            with self._lock:
+                self._refs.pop(ref, None)
             try:
                 node, result = f.result()
             except BaseException as e:  # noqa: BLE001 - handed on to the reader of `out`
@@ -104,17 +144,52 @@ class RayExecutor(Executor):
         return out
 
     def cancel(self) -> None:
+        """Cancel every outstanding task, wait for them to end, then remove the run's sandboxes on every
+        node: nothing of the run is left running or on disk when this returns."""
         with self._lock:
-            refs, self._refs = self._refs, []
+            refs, self._refs = list(self._refs), {}
+        if not refs:
+            return
+        self._cancel(refs, force=False)
+        _, stuck = self._ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
+        if stuck:  # not interruptible in time (a unit blocked outside Python): kill their workers
+            self._cancel(stuck, force=True)
+            self._ray.wait(stuck, num_returns=len(stuck), timeout=CANCEL_GRACE_S)
+        self.reaped = self._wait_reap(self._reap_everywhere(self.run))
+
+    def _cancel(self, refs: list[Any], *, force: bool) -> None:
         for ref in refs:
             try:
-                self._ray.cancel(ref, force=False, recursive=True)
+                self._ray.cancel(ref, force=force, recursive=True)
             except Exception:  # noqa: BLE001 - already finished or gone with its node
                 pass
 
+    def _reap_everywhere(self, run: str | None) -> list[Any]:
+        """A reaper task pinned to each live node (no sandbox slot: it opens no sandbox)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        reaper = self._ray.remote(_reap_node)
+        refs = []
+        for node in self._ray.nodes():
+            if node.get("Alive"):
+                refs.append(reaper.options(num_cpus=0, max_retries=0, scheduling_strategy=(
+                    NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))).remote(run))
+        return refs
+
+    def _wait_reap(self, refs: list[Any]) -> tuple[int, int]:
+        ready, _ = self._ray.wait(refs, num_returns=len(refs), timeout=REAP_WAIT_S)
+        local = containers = 0
+        for ref in ready:
+            try:
+                _, n_local, n_cont = self._ray.get(ref)
+            except Exception:  # noqa: BLE001 - its node went away meanwhile: nothing left to reap there
+                continue
+            local, containers = local + n_local, containers + n_cont
+        return local, containers
+
     def close(self) -> None:
         with self._lock:
-            self._refs = []
+            self._refs = {}
         if self._owned and self._ray.is_initialized():
             self._ray.shutdown()
             self._owned = False

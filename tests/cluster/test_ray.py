@@ -128,56 +128,99 @@ def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tm
     workers[-1] = cluster.add_node(**node_args())  # for whichever test comes next
 
 
-def _ray_worker_pids() -> list[int]:
-    pids = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
+def _sandboxes_of_run(run: str) -> list[Path]:
+    """The local sandboxes labelled with `run`, wherever (whichever process, node) they are."""
+    from ssrkit.sandbox.local import LABEL, _tmp_root
+
+    out = []
+    for root in {Path(_tmp_root()), Path(os.environ.get("TMPDIR", "/tmp"))}:
+        for label in root.glob(f"ssrkit-*/sb-*/{LABEL}"):
             try:
-                cmd = (p / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmd.startswith(b"ray::"):
-                pids.append(int(p.name))
-    return pids
-
-
-def _sandboxes_of(pids: list[int]) -> list[Path]:
-    """The sandbox directories the local backend made for these processes (`<tmp>/ssrkit-PID-*/sb-*`)."""
-    out: list[Path] = []
-    for root in (Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))):
-        for pid in pids:
-            for d in root.glob(f"ssrkit-{pid}-*"):
-                out.extend(d.glob("sb-*"))
+                if json.loads(label.read_text()).get("run") == run:
+                    out.append(label.parent)
+            except (OSError, ValueError):
+                pass  # being removed as we look
     return out
 
 
+def _interrupted_run(cluster_address: str, items_dir: Path, run: str) -> subprocess.CompletedProcess:
+    """`ssrkit validate --executor ray` as a subprocess, sent SIGINT once its units have sandboxes open."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+           "RAY_ADDRESS": cluster_address, "SSRKIT_RUN": run}
+    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(items_dir), "--executor", "ray",
+                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(_sandboxes_of_run(run)) < 2 and proc.poll() is None:
+        time.sleep(0.05)  # wait until units run on two nodes at least, with their sandboxes open
+    assert _sandboxes_of_run(run), "no unit started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_path):
+    """Ctrl-C on the driver: the local executor's "interrupted" line and exit code, every Ray task of the run
+    gone (all slots free) and no sandbox of the run left on any node, as soon as the driver has exited."""
     import ray
 
     from ssrkit.ray_executor import SLOT_RESOURCE
 
     cluster, _ = ray_cluster
-    items = sample_items(example_repos, tmp_path, record_repo=True)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "RAY_ADDRESS": cluster.address}
-    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path), "--executor", "ray",
-                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not _sandboxes_of(_ray_worker_pids()):
-        time.sleep(0.05)  # wait until units run, with their sandboxes open
-    assert _sandboxes_of(_ray_worker_pids()), "no unit started"
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err[-2000:]
-    assert "Traceback" not in err
+    items = sample_items(example_repos, tmp_path / "arts", record_repo=True)
+    run = f"test-ctrl-c-{os.getpid()}"
+    res = _interrupted_run(cluster.address, tmp_path / "arts", run)
+    assert res.returncode == 130, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines()[-1] == "interrupted", res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    # nothing to wait for: the driver waited for its cancelled tasks and its reapers before exiting
+    assert _sandboxes_of_run(run) == []
     total = ray.cluster_resources()[SLOT_RESOURCE]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # every slot free again: no task of the run is left
-        if ray.available_resources().get(SLOT_RESOURCE, 0) == total and not _sandboxes_of(_ray_worker_pids()):
-            break
+    deadline = time.monotonic() + 10  # the raylets' view of freed slots lags by a heartbeat or two
+    while time.monotonic() < deadline and ray.available_resources().get(SLOT_RESOURCE, 0) != total:
         time.sleep(0.2)
     assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
-    assert _sandboxes_of(_ray_worker_pids()) == []
     assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted
+    # the same Ctrl-C under the local executor prints the same thing
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "SSRKIT_RUN": run + "-l"}
+    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path / "arts"), "--json",
+                             "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _sandboxes_of_run(run + "-l") and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == res.returncode
+    assert err.strip().splitlines()[-1] == res.stderr.strip().splitlines()[-1]
+    assert _sandboxes_of_run(run + "-l") == []
+
+
+def test_window_queues_units_but_never_runs_more_than_the_slots(ray_cluster):
+    """Ray keeps twice the cluster's slots submitted (the extra ones queued on the nodes), yet no more
+    units run at once than there are slots; under --jobs below the slots, --jobs caps both."""
+    from ssrkit.executor import run_units
+
+    def held(i: int) -> tuple[float, float]:
+        import time
+
+        t0 = time.time()
+        time.sleep(0.6)
+        return t0, time.time()
+
+    def most_at_once(spans: list[tuple[float, float]]) -> int:
+        edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans], key=lambda x: (x[0], x[1]))
+        now = top = 0
+        for _, d in edges:
+            now += d
+            top = max(top, now)
+        return top
+
+    with RayExecutor(3) as ex:
+        assert (ex.slots, ex.window) == (3, 6)
+        spans = run_units(ex, held, [(i,) for i in range(9)])
+    assert len(spans) == 9 and 2 <= most_at_once(spans) <= 3
+    with RayExecutor(2) as ex:
+        assert (ex.slots, ex.window) == (2, 2)
+        assert most_at_once(run_units(ex, held, [(i,) for i in range(4)])) <= 2
 
 
 def test_procedural_inject_same_artifacts_as_local(ray_cluster, example_repos, tmp_path):

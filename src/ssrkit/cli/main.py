@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
         sys.exit(130)
+    except SystemExit as e:
+        # typer turns Ctrl-C into `Exit(130) from KeyboardInterrupt`, and that into SystemExit(130)
+        if e.code == 130 and isinstance(getattr(e.__context__, "__cause__", None), KeyboardInterrupt):
+            err_console.print("[yellow]interrupted[/]")
+        raise
 
 
 # -- registration: one line a command --------------------------------------------------------------

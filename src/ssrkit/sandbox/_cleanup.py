@@ -5,6 +5,10 @@ default action would end the interpreter without running `atexit`) are turned in
 else handles them, so `kill PID` also removes containers and temporary directories. Ctrl-C raises
 KeyboardInterrupt, which unwinds through the sandboxes' `finally` blocks and then reaches `atexit`.
 A forked child starts with an empty registry: it never closes its parent's sandboxes.
+
+Every sandbox is labelled with its *run* (`run_id()`): a Docker container with `ssrkit.run`, a local
+sandbox with its `label.json`. A run is one command on its driver; under `--executor ray` each task sets the
+driver's run id in the node's worker process, so `reap.py` can remove a whole run's sandboxes on every node.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import signal
 import threading
+import uuid
 from typing import Protocol
 
 log = logging.getLogger("ssrkit.sandbox")
@@ -32,7 +38,7 @@ _owner = os.getpid()
 
 def _forget_in_child() -> None:
     global _owner
-    _owner = os.getpid()
+    _owner = os.getpid()  # the run id is inherited: a forked child works for the same run
     _live.clear()
     _hooks.clear()
 
@@ -94,6 +100,38 @@ def _install() -> None:
                     signal.signal(sig, _on_signal)
             except (ValueError, OSError):  # not the main interpreter, or unsupported
                 pass
+
+
+#: set it to name the run yourself (a Slurm job id, a Kubernetes job name); else each process is its own run
+RUN_ENV = "SSRKIT_RUN"
+_RUN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_run: str | None = None
+
+
+def check_run_id(run: str) -> str:
+    from ..errors import SsrkitError
+
+    if not _RUN_RE.fullmatch(run):
+        raise SsrkitError(f"run id {run!r} (${RUN_ENV}): use 1-64 letters, digits, '_', '.' or '-'")
+    return run
+
+
+def run_id() -> str:
+    """The run this process's sandboxes belong to: the one set by `set_run_id`, else $SSRKIT_RUN, else a
+    fresh id for this process."""
+    global _run
+    with _lock:
+        if _run is None:
+            env = os.environ.get(RUN_ENV, "").strip()
+            _run = check_run_id(env) if env else uuid.uuid4().hex[:16]
+        return _run
+
+
+def set_run_id(run: str) -> None:
+    """Label the sandboxes this process opens from now on with `run` (a Ray task sets its driver's)."""
+    global _run
+    with _lock:
+        _run = check_run_id(run)
 
 
 def pid_alive(pid: int) -> bool:

@@ -11,9 +11,10 @@ filesystem survives a restart). Snapshots live in `/.ssrkit/snaps`: with python3
 changed files copied back); otherwise a snapshot is a `cp -a` copy and reset deletes the tree and copies the
 snapshot back. Either way ignored and generated files are restored too.
 
-Containers carry the labels `ssrkit.sandbox=1`, `ssrkit.pid` and `ssrkit.host`; they are removed by
-`close()`, at interpreter exit, on Ctrl-C/SIGTERM, and containers of dead ssrkit processes on this host are
-swept when the next sandbox starts.
+Containers carry the labels `ssrkit.sandbox=1`, `ssrkit.pid`, `ssrkit.host` and `ssrkit.run` (the run,
+`_cleanup.run_id()`); they are removed by `close()`, at interpreter exit, on Ctrl-C/SIGTERM, containers of
+dead ssrkit processes on this host are swept when the next sandbox starts, and `reap.py` removes a whole
+run's (`remove_run`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ _BASE_ENV = {
 }
 
 _HOST = socket.gethostname()
+RUN_LABEL = "ssrkit.run"
 _swept = False
 _swept_lock = threading.Lock()
 
@@ -125,25 +127,39 @@ def docker_available() -> str | None:
     return None
 
 
-def sweep_stale(c) -> int:
-    """Remove sandbox containers left by ssrkit processes of this host that no longer exist."""
+def _remove_containers(c, label: str, doomed=lambda cont: True) -> int:
+    """Remove the sandbox containers carrying `label` (key=value) for which `doomed(container)` holds."""
     n = 0
     try:
-        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", f"ssrkit.host={_HOST}"]})
+        conts = c.containers.list(all=True, filters={"label": ["ssrkit.sandbox=1", label]})
     except Exception:  # noqa: BLE001
         return 0
     for cont in conts:
-        try:
-            pid = int(cont.labels.get("ssrkit.pid", "0"))
-        except ValueError:
-            continue
-        if pid and pid != os.getpid() and not _cleanup.pid_alive(pid):
+        if doomed(cont):
             try:
                 cont.remove(force=True, v=True)
                 n += 1
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - gone already
                 pass
     return n
+
+
+def _owner_dead(cont) -> bool:
+    try:
+        pid = int(cont.labels.get("ssrkit.pid", "0"))
+    except ValueError:
+        return False
+    return bool(pid) and pid != os.getpid() and not _cleanup.pid_alive(pid)
+
+
+def sweep_stale(c) -> int:
+    """Remove sandbox containers left by ssrkit processes of this host that no longer exist."""
+    return _remove_containers(c, f"ssrkit.host={_HOST}", _owner_dead)
+
+
+def remove_run(c, run: str) -> int:
+    """Remove every sandbox container of run `run` on this engine, whichever process or host made it."""
+    return _remove_containers(c, f"{RUN_LABEL}={run}")
 
 
 def _snap_dir(name: str) -> str:
@@ -197,7 +213,7 @@ class DockerSandbox(Sandbox):
             working_dir=self.root,
             environment=env,
             labels={"ssrkit.sandbox": "1", "ssrkit.pid": str(os.getpid()), "ssrkit.host": _HOST,
-                    "ssrkit.image": image},
+                    RUN_LABEL: _cleanup.run_id(), "ssrkit.image": image},
             name=f"ssrkit-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             mem_limit=f"{int(lim.memory_mb)}m",
             memswap_limit=f"{int(lim.memory_mb)}m",

@@ -52,6 +52,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import glob
+import json
 import logging
 import os
 import re
@@ -108,6 +109,17 @@ def _sweep_stale_dirs(root: str) -> None:
             force_rmtree(os.path.join(root, name))
         except OSError:
             pass
+
+
+#: in each local sandbox's directory: its run, process and cgroups, for `reap.py`
+LABEL = "label.json"
+
+
+def write_label(sandbox_dir: str, cgroup: "_cgroup.SandboxCgroup | None" = None) -> None:
+    label = {"run": _cleanup.run_id(), "pid": os.getpid(),
+             "cgroups": cgroup.paths if cgroup else [], "controllers": cgroup.controllers if cgroup else []}
+    with open(os.path.join(sandbox_dir, LABEL), "w", encoding="utf-8") as fh:
+        json.dump(label, fh)
 
 
 class _Session:
@@ -484,6 +496,7 @@ class LocalSandbox(Sandbox):
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
         _cleanup.register(self)
         try:
+            write_label(self.dir)
             entries = status_entries(self.original)
             fp = fingerprint or local_fingerprint(self.original, entries)
             self.skipped = junk_dirs(self.original, entries) if self.isolated else []
@@ -499,6 +512,8 @@ class LocalSandbox(Sandbox):
             #: absolute in-sandbox directories put first on PYTHONPATH
             self.import_roots = [os.path.normpath(os.path.join(self.root, r)) for r in import_roots(self.ws.path)]
             self.cgroup = _cgroup.SandboxCgroup.create(self.limits.pids, self.limits.memory_mb)
+            if self.cgroup is not None:
+                write_label(self.dir, self.cgroup)
             if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
