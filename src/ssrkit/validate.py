@@ -240,10 +240,9 @@ class _Context:
             self.runs[name] = known
             return known
         sandbox.reset(PRISTINE)
-        for label, diff in diffs:
-            sandbox.apply_patch(diff, label=label)
         with self.engine.slot():
-            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout)
+            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
+                            diffs=diffs)
         self.runs[name] = run
         return run
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -18,6 +19,9 @@ from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 
 PRISTINE = "pristine"
+
+_interp_cache: dict[tuple, str] = {}
+_interp_lock = threading.Lock()
 
 
 @dataclass
@@ -129,12 +133,44 @@ class Sandbox(ABC):
             return
         # one fixed scratch file, overwritten each time: a sandbox runs one command at a time, and an extra
         # command to delete it would cost as much as the apply itself
-        name = self.scratch_path("ssrkit-patch.diff")
-        self.write_file(name, diff if diff.endswith("\n") else diff + "\n")
-        cmd = " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(name)
-        res = self.run(cmd, timeout=timeout)
+        res = self.run(self.patch_command(diff, "ssrkit-patch.diff", reverse=reverse), timeout=timeout)
         if not res.ok:
             raise PatchError(explain_apply_error(res.output, label))
+
+    def patch_command(self, diff: str, name: str, *, reverse: bool = False) -> str:
+        """Write `diff` to scratch file `name` and return the `git apply` command that applies it at the root
+        (for callers that fold the apply into a larger command, see `testrun.run_tests`)."""
+        path = self.scratch_path(name)
+        self.write_file(path, diff if diff.endswith("\n") else diff + "\n")
+        return " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(path)
+
+    def interpreter(self, name: str = "python3", *, timeout: float = 60) -> str:
+        """The absolute path of the interpreter `name` resolves to in this sandbox, version-manager shims
+        (pyenv, asdf) followed, so that starting it does not pay the shim's own start-up (a pyenv shim costs a
+        few hundred milliseconds per call). Resolved once in the sandbox's current state and cached under
+        `interpreter_key` (per sandbox unless a backend says more); `name` itself when it cannot be resolved.
+        """
+        shared = self.interpreter_key
+        cache = _interp_cache if shared is not None else self.__dict__.setdefault("_interpreters", {})
+        key = (shared, name)
+        with _interp_lock:
+            hit = cache.get(key)
+        if hit is not None:
+            return hit
+        q = shlex.quote(name)
+        res = self.run(f"p=$({q} -c 'import sys; print(sys.executable)') && test -x \"$p\" && printf %s \"$p\"",
+                       timeout=timeout)
+        path = res.output.strip()
+        found = path if res.ok and path.startswith("/") and "\n" not in path else name
+        with _interp_lock:
+            cache[key] = found
+        return found
+
+    @property
+    def interpreter_key(self) -> tuple | None:
+        """What decides where `interpreter` resolves, when sandboxes of one kind share the answer in this
+        process; None (the default): this sandbox alone."""
+        return None
 
     def diff(self, *, timeout: float = 120) -> str:
         """The working tree's changes against HEAD as a `git diff`, new files included, binary-safe."""

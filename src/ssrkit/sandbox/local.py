@@ -292,19 +292,22 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-_LIMITS_SCRIPT = (
-    "ulimit -c 0 2>/dev/null; {lines}"
-    'exec "$BASH" -c "$1"'
-)
+_DASH = shutil.which("dash")
 
 
-def _limits_script(limits: Limits) -> str:
-    lines = [f"ulimit -f {int(limits.file_size_mb) * 1024} 2>/dev/null;",
+def _limits_script(limits: Limits) -> tuple[str, str]:
+    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command). The limits are set by dash where
+    it is installed (it starts in a tenth of bash's time), by bash otherwise; the units differ (dash counts
+    file sizes in 512-byte blocks and processes with -p)."""
+    dash = _DASH is not None
+    kb = 2 if dash else 1  # blocks per KiB for `ulimit -f`
+    lines = ["ulimit -c 0 2>/dev/null;",
+             f"ulimit -f {int(limits.file_size_mb) * 1024 * kb} 2>/dev/null;",
              f"ulimit -v {int(limits.memory_mb) * 1024} 2>/dev/null;",
-             f"ulimit -u {int(limits.pids)} 2>/dev/null;"]
+             f"ulimit -{'p' if dash else 'u'} {int(limits.pids)} 2>/dev/null;"]
     if limits.cpu_seconds:
         lines.append(f"ulimit -t {int(limits.cpu_seconds)} 2>/dev/null;")
-    return _LIMITS_SCRIPT.format(lines=" ".join(lines) + " ")
+    return (_DASH if dash else _BASH), " ".join(lines) + f' exec {_BASH} -c "$1"'
 
 
 #: what a bubblewrap sandbox sees of the machine, read-only: the system's toolchain directories (and, added
@@ -478,6 +481,7 @@ class LocalSandbox(Sandbox):
         self._snapshots: dict[str, Tree] = {}
         self._owned: list[Tree] = []
         self._clean_tree = None
+        self._views: dict[tuple, list[str]] = {}
         self.cgroup: _cgroup.SandboxCgroup | None = None
 
         sess = _session()
@@ -556,6 +560,12 @@ class LocalSandbox(Sandbox):
             "pids": f"{pids}: {self.limits.pids}",
             "not_isolated": self.not_isolated(),
         }
+
+    @property
+    def interpreter_key(self) -> tuple:
+        """Every local sandbox of one repository with the same environment resolves interpreters alike."""
+        env = {k: v for k, v in self._env(None).items() if k not in ("HOME", "TMPDIR", "SSRKIT_SANDBOX_TOKEN")}
+        return ("local", self.original, self.isolated, tuple(sorted(env.items())))
 
     # -- paths -------------------------------------------------------------------------------------------
     @property
@@ -681,7 +691,8 @@ class LocalSandbox(Sandbox):
         return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.root, cwd))
 
     def _argv(self, command: str, cwd: str, env: Mapping[str, str]) -> list[str]:
-        inner = [_BASH, "-c", _limits_script(self.limits), "ssrkit-sandbox", command]
+        shell, limits = _limits_script(self.limits)
+        inner = [shell, "-c", limits, "ssrkit-sandbox", command]
         if self._bwrap is None:
             argv = [*self._unshare, *inner]
         else:
@@ -695,7 +706,17 @@ class LocalSandbox(Sandbox):
 
     def _view_flags(self, env: Mapping[str, str]) -> list[str]:
         """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
-        HOME and scratch, the workspace at the original path, secrets and hidden paths covered."""
+        HOME and scratch, the workspace at the original path, secrets and hidden paths covered. Computed
+        once per environment (finding the toolchain reads every .pth file of its virtualenvs)."""
+        key = tuple(sorted(env.items()))
+        flags = self._views.get(key)
+        if flags is None:
+            if len(self._views) > 32:
+                self._views.clear()
+            flags = self._views[key] = self._make_view_flags(env)
+        return flags
+
+    def _make_view_flags(self, env: Mapping[str, str]) -> list[str]:
         user_home = os.path.realpath(os.path.expanduser("~"))
         b: list[str] = []
         for root in SYSTEM_ROOTS:
