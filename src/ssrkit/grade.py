@@ -62,6 +62,9 @@ from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
 from .text import clip
 
 FIX_LABEL = "fix.diff"
+#: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work
+#: sandbox, which the canary run resets to
+GRADED = "graded"
 
 #: Top-level names a fix may not add at an import root: the standard library and the runner's own packages.
 RUNNER_MODULES = frozenset({
@@ -510,14 +513,22 @@ def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: b
 
 
 def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
-                 settings: GradeSettings, graded: TestRun | None = None) -> tuple[bool, dict[str, Any]]:
+                 settings: GradeSettings, graded: TestRun | None = None,
+                 prepared: PreparedState | None = None) -> tuple[bool, dict[str, Any]]:
     """Re-run the graded state with an always-failing test added; (forged?, details).
 
     Forged when the canary is reported as passed, when it vanishes although the script reports it on the
     original code, or when the required tests do not all pass again exactly as in the graded run.
+
+    The run starts from the graded state afresh (the first run may have changed files; HOME and /tmp are
+    emptied): the `GRADED` snapshot `grade` took when `prepared` is given (a reset, not a second prepare),
+    else prepared again.
     """
     target = canary_target(artifact, expect)
-    prepared = prepare(work, artifact, fix_diff, settings)  # afresh: the first run may have changed files
+    if prepared is not None:
+        work.reset(GRADED)
+    else:
+        prepared = prepare(work, artifact, fix_diff, settings)
     if target is None or prepared.originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
     ids = sorted({*expect.required, *(graded.statuses if graded else ())})
@@ -589,6 +600,8 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     except PatchError as e:
         return Grade(False, clip(f"the fix does not apply: {e}"), fix_files=fix_files,
                      seconds=time.monotonic() - started)
+    if settings.canary:
+        sandbox.snapshot(GRADED)  # the canary run starts from here again, without a second prepare
     run = execute(sandbox, clean, artifact, settings.timeout)
     passed, reason, details = judge(run, expect)
     result = Grade(
@@ -597,7 +610,8 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
         restored=prepared.restored, deleted=prepared.deleted, fix_files=fix_files, parse_error=run.parse_error,
     )
     if passed and settings.canary:
-        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run)
+        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run,
+                                    prepared=prepared)
         result.canary = info
         if forged:
             result.passed = False
