@@ -333,6 +333,10 @@ class Workspace:
                 return False
         return True
 
+    def live(self) -> list[Tree]:
+        """The trees this workspace's files are still copies of (kept alive by the sandbox's collection)."""
+        return list({id(m[2]): m[2] for m in self.manifest.values()}.values())
+
     def close(self) -> None:
         force_rmtree(self.path)
         self.manifest = {}
