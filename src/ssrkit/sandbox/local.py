@@ -948,6 +948,11 @@ class LocalSandbox(Sandbox):
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if proc.returncode is None and proc.poll() is None:
+            try:  # reaped before the cgroup is emptied: the dead leader would stay listed in it meanwhile
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
         if self.cgroup is not None:
             self.cgroup.kill_all()
         elif self._bwrap is None:
