@@ -1,6 +1,6 @@
 """Sandbox overhead per backend: workspace setup, per-command cost, snapshot and reset.
 
-    python benchmarks/sandbox_overhead.py [--backends local-bwrap,local-none,docker] [--runs 20]
+    python benchmarks/sandbox_overhead.py [--backends local-bwrap,local-none,docker] [--runs 20] [--src CHECKOUT]
 
 Two repositories are generated in a temp dir: `small` (about 20 files) and `medium` (3000 files, 50 MB, in
 60 packages, committed). Columns (milliseconds, median of --runs where repeated):
