@@ -120,7 +120,7 @@ def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, f
     from ssrkit.grade import GradeSettings, grade
 
     graded = raw = 0.0
-    n0 = EXECS[0]
+    cmds = 0
     src = RepoSource.local(repo)
     for a in arts:
         with open_sandbox(src, "local") as work, open_sandbox(src, "local") as clean:
@@ -128,11 +128,11 @@ def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, f
             t0 = time.perf_counter()
             g = grade(work, a, patch.reverse(a.bug_diff), clean=clean, settings=GradeSettings())
             graded += time.perf_counter() - t0
-            n0 += EXECS[0] - n1
+            cmds += EXECS[0] - n1
         if not g.passed:
             raise SystemExit(f"the oracle fix of {a.path} failed grading: {g.reason}")
         raw += raw_run(repo, a, [])
-    return graded / len(arts), raw / len(arts), (EXECS[0] - n0) / len(arts)
+    return graded / len(arts), raw / len(arts), cmds / len(arts)
 
 
 def timed_validate_and_grade(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float]:

@@ -9,13 +9,10 @@ unknown statuses are errors a person can act on.
 from __future__ import annotations
 
 import json
-import secrets
 import shlex
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .errors import PatchError
-from .patch import explain_apply_error
 from .sandbox.base import PRISTINE, Sandbox
 from .text import clip
 
@@ -144,15 +141,9 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     (parse_in or sandbox).interpreter("python3")  # resolved before the tests run, in a state they never touched
     script = sandbox.scratch_path("test_script.sh")
     sandbox.write_file(script, test_script, mode=0o755)
-    applies = [(label, sandbox.patch_command(diff, f"ssrkit-apply-{i}.diff"))
-               for i, (label, diff) in enumerate(diffs) if diff.strip()]
-    tag = f"ssrkit-apply-failed-{secrets.token_hex(8)}"
-    err = sandbox.scratch_path("ssrkit-apply.err")
-    steps = [f"{cmd} >{err} 2>&1 || {{ echo {tag}:{i}; cat {err}; exit 1; }}" for i, (_, cmd) in enumerate(applies)]
-    res = sandbox.run("; ".join([*steps, f"bash {script}"]), timeout=timeout)
-    if applies and res.output.startswith(tag + ":"):
-        head, _, rest = res.output.partition("\n")
-        raise PatchError(explain_apply_error(rest, applies[int(head.rsplit(":", 1)[1])][0]))
+    applies = sandbox.applies(diffs)
+    res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
+    applies.check(res.output)
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
     if parse_in is not None:

@@ -153,3 +153,20 @@ def test_the_apply_marker_cannot_be_printed_by_accident(opener, shared_repo):
                     diffs=[("bug_inject.diff", break_sub(shared_repo))])
     assert run.statuses == {"core.add": "passed"}
     assert run.log.startswith("ssrkit-apply-failed-0:0\n")
+
+
+def test_apply_patches_is_one_command_and_names_the_failing_diff(opener, shared_repo):
+    sb = opener(shared_repo)
+    good = break_sub(shared_repo)
+    stale = good.replace("return a - b", "return a - c")
+    calls = []
+    real_run = sb.run
+    sb.run = lambda command, **kw: (calls.append(command), real_run(command, **kw))[1]
+    with pytest.raises(PatchError) as e:
+        sb.apply_patches([("bug_inject.diff", good), ("test_weaken.diff", stale)])
+    assert e.value.label == "test_weaken.diff" and str(e.value).startswith("test_weaken.diff does not apply")
+    assert len(calls) == 1
+    sb.run = real_run
+    sb.reset()
+    sb.apply_patches([("bug_inject.diff", good), ("empty.diff", "")])
+    assert "a + b" in sb.read_file("src/pkg/core.py").decode().split("def sub")[1]
