@@ -303,17 +303,17 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     for p in shadows:
         originals[p] = None
     try:
-        sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
-        sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
+        sandbox.apply_patches([(BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff)])
     except PatchError as e:
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
     # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
     sandbox.fresh_history(message="Initial commit")
-    sandbox.apply_patch(fix_diff, label=FIX_LABEL)
     fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
     todo = paths + [p for p in shadows if p not in paths]
     script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
-    res = sandbox.run(script, timeout=60)
+    fix = sandbox.applies([(FIX_LABEL, fix_diff)])  # the fix's apply and the protected paths' removal: one command
+    res = sandbox.run(fix.command(script), timeout=60)
+    fix.check(res.output)
     if not res.ok:
         raise SsrkitError(f"could not restore the protected files in the sandbox: {res.output.strip()[:300]}")
     restored, deleted = [], []
