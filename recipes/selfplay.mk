@@ -26,7 +26,7 @@ ROUNDS ?= 2#                    rounds to run (raising it later continues the ru
 N ?= 6#                         injections per repository per round
 STRATEGIES ?=#                  procedural: expression,removal,history,combine; llm: removal=0.5,history=0.5
 JOBS ?= 2#                      parallel sandboxes inside each command (--jobs)
-EXECUTOR ?=#                    ray: validate, solve, higher-order (and llm inject) run on a Ray cluster (docs/cluster.md)
+EXECUTOR ?=#                    ray: inject, validate, solve and higher-order run on a Ray cluster (docs/cluster.md)
 RAY_ADDRESS ?=#                 the Ray cluster to join (default: the environment's RAY_ADDRESS, else a one-node Ray here)
 SEED ?= 0#                      round k injects with seed SEED*1000+k
 ALPHA ?= 0.8#                   α of the injector reward
@@ -132,9 +132,9 @@ EXEC_FLAGS = $(if $(EXECUTOR),--executor $(EXECUTOR)) $(if $(RAY_ADDRESS),--ray-
 MODEL_FLAGS = $(if $(API_KEY_ENV),--api-key-env $(API_KEY_ENV)) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
   $(if $(MAX_TURNS),--max-turns $(MAX_TURNS)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
   $(if $(filter no,$(TOKEN_IDS)),--no-token-ids)
-INJECT_FLAGS = --n $(N) --jobs $(JOBS) $(if $(STRATEGIES),--strategy $(STRATEGIES)) \
+INJECT_FLAGS = --n $(N) --jobs $(JOBS) $(if $(STRATEGIES),--strategy $(STRATEGIES)) $(EXEC_FLAGS) \
   $(if $(filter llm,$(INJECTOR)),$(call need,INJECT_BASE_URL,set BASE_URL (or INJECT_BASE_URL) or SERVE=yes)$(call need,INJECT_MODEL,set MODEL (or INJECT_MODEL)) \
-    --agent llm --base-url $(INJECT_BASE_URL) --model $(call served,$(INJECT_MODEL)) $(MODEL_FLAGS) $(EXEC_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
+    --agent llm --base-url $(INJECT_BASE_URL) --model $(call served,$(INJECT_MODEL)) $(MODEL_FLAGS),--agent $(INJECTOR)) $(INJECT_ARGS)
 SOLVE_FLAGS = --solver $(SOLVER) --attempts $(ATTEMPTS) --jobs $(JOBS) $(EXEC_FLAGS) \
   $(if $(filter repair,$(SOLVER)),--budget-runs $(BUDGET_RUNS) $(if $(filter yes,$(PARTIAL)),--partial)) \
   $(if $(filter llm,$(SOLVER)),$(call need,SOLVE_BASE_URL,set BASE_URL (or SOLVE_BASE_URL) or SERVE=yes)$(call need,SOLVE_MODEL,set MODEL (or SOLVE_MODEL)) \

@@ -76,7 +76,7 @@ def test_diffs_look_like_git_diffs(name):
 
 
 def load_checker():
-    spec = importlib.util.spec_from_file_location("manual_check", ROOT / "tests" / "helpers" / "manual_check.py")
+    spec = importlib.util.spec_from_file_location("manual_check", ROOT / "tests" / "fixtures" / "manual_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,7 +1,26 @@
 """The bug artifact: a directory holding one injected bug and everything needed to judge it (SPEC §1).
 
-The five SSR files are the contract between stages; later stages add `validation.json`, `logs/`,
-`attempts/NNN/` and `reward.json`. The paper's file names are accepted as aliases when reading.
+Every file name of the directory is defined here, once; every stage reads and writes through these names:
+
+    ARTIFACT/
+      bug_inject.diff      BUG_DIFF       the bug (code only)                                  inject
+      test_weaken.diff     WEAKEN_DIFF    the test weakening that hides it (tests only)        inject
+      test_script.sh       TEST_SCRIPT    runs the tests, prints a log                         inject
+      test_files.txt       TEST_FILES     the test files the solver must not see changed       inject
+      test_parser.py       TEST_PARSER    log -> {test id: status} JSON                        inject
+      artifact.toml        METADATA       id, repository, base commit, strategy, order         inject
+      trajectory.json      TRAJECTORY     the LLM injector's turns (LLM injections only)       inject
+      validation.json      VALIDATION     checks, FAIL_TO_PASS / PASS_TO_PASS, validity        validate
+      logs/                LOGS           one log per validation test run                      validate
+      attempts/NNN/        ATTEMPTS       one solver attempt each (layout owned by attempts.py) solve
+        fix.diff           FIX            the attempt's patch
+        trajectory.json    TRAJECTORY     the LLM solver's turns
+        test_output.log    TEST_OUTPUT    the graded test run's log
+        eval.json          EVAL           the verdict, written last: without it the attempt is unfinished
+      reward.json          REWARD         solver and injector rewards, by attempt name         reward
+
+The five core files are the contract between stages; the paper's file names are accepted as aliases when
+reading. Writes go through `Artifact.write_*` (atomic, never through a symlink out of the directory).
 """
 
 from __future__ import annotations
@@ -33,6 +52,9 @@ VALIDATION = "validation.json"
 REWARD = "reward.json"
 ATTEMPTS = "attempts"
 LOGS = "logs"
+FIX = "fix.diff"
+EVAL = "eval.json"
+TEST_OUTPUT = "test_output.log"
 
 #: The five files every artifact must have, in the order they are checked and hashed.
 CORE_FILES = (BUG_DIFF, WEAKEN_DIFF, TEST_SCRIPT, TEST_FILES, TEST_PARSER)
@@ -280,6 +302,17 @@ class Artifact:
     @property
     def validation(self) -> dict[str, Any] | None:
         return self.read_json(VALIDATION)
+
+    def current_validation(self) -> dict[str, Any]:
+        """validation.json, provided it was made from the artifact's present files; SsrkitError otherwise."""
+        data = self.validation
+        if data is None:
+            raise SsrkitError(f"{self.path} has not been validated (no {VALIDATION}); validate it first: "
+                              f"ssrkit validate {self.path}")
+        if data.get("content_id") and data["content_id"] != self.content_id():
+            raise SsrkitError(f"{self.path}: its files changed since {VALIDATION} was written; validate it "
+                              f"first: ssrkit validate {self.path} --redo")
+        return data
 
     @property
     def reward(self) -> dict[str, Any] | None:

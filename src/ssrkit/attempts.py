@@ -1,4 +1,9 @@
-"""Solver attempts as later stages read them: each attempt paired with its reward by *name*.
+"""The owner of `attempts/NNN/` and of the `reward.json` roll-up: which attempts to run, claiming a new one,
+reading verdicts, and each attempt paired with its reward by *name*.
+
+An attempt directory holds `fix.diff`, `trajectory.json` (LLM solvers), `test_output.log` and `eval.json`
+(names in `artifact.py`), eval.json written last — without it the attempt is unfinished and is redone. Making
+sure an artifact has N attempts is idempotent; a larger N adds only the missing ones.
 
 `ssrkit solve` writes `attempts/NNN/` (eval.json last: without it the attempt is unfinished) and `ssrkit reward`
 writes `reward.json`, whose `solver_rewards[i]` belongs to the attempt named `attempts[i]` — only finished
@@ -9,13 +14,136 @@ report, export, higher-order) goes through `scored_attempts` instead of indexing
 
 from __future__ import annotations
 
+import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .artifact import ATTEMPTS, TRAJECTORY, Artifact
+from .artifact import ATTEMPTS, EVAL, REWARD, TRAJECTORY, Artifact
+from .errors import SsrkitError
+from .fsutil import read_json
 
-EVAL = "eval.json"
+if TYPE_CHECKING:
+    from .config import Config
+
+
+# -- the layout -----------------------------------------------------------------------------------
+
+def attempt_name(i: int) -> str:
+    return f"{i:03d}"
+
+
+def attempt_dir(artifact: Artifact, name: str) -> Path:
+    return artifact.path / ATTEMPTS / name
+
+
+def is_complete(d: Path) -> bool:
+    return (d / EVAL).is_file()
+
+
+def completed_attempts(artifact: Artifact) -> list[Path]:
+    return [d for d in artifact.attempt_dirs() if is_complete(d)]
+
+
+def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str]:
+    """The attempt names to (re)run so the artifact has `n` finished attempts.
+
+    Finished attempts are kept; unfinished ones (no eval.json) are reused first, then new numbers follow
+    the highest existing one. With `redo`, attempts 001..n are all run again.
+    """
+    if n < 0:
+        raise SsrkitError("--attempts must be at least 0")
+    if redo:
+        return [attempt_name(i) for i in range(1, n + 1)]
+    dirs = artifact.attempt_dirs()
+    done = [d for d in dirs if is_complete(d)]
+    need = n - len(done)
+    if need <= 0:
+        return []
+    todo = [d.name for d in dirs if not is_complete(d)][:need]
+    nxt = max((int(d.name) for d in dirs), default=0) + 1
+    while len(todo) < need:
+        todo.append(attempt_name(nxt))
+        nxt += 1
+    return todo
+
+
+_claim_lock = threading.Lock()
+
+
+def claim_new_attempt(artifact: Artifact) -> str:
+    """A fresh attempt number after every existing one, created on disk at once (safe across threads)."""
+    with _claim_lock:
+        dirs = artifact.attempt_dirs()
+        nxt = max((int(d.name) for d in dirs), default=0) + 1
+        while True:
+            name = attempt_name(nxt)
+            try:
+                artifact.make_dir(f"{ATTEMPTS}/{name}", exist_ok=False)
+                return name
+            except FileExistsError:
+                nxt += 1
+
+
+def read_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:
+    """An attempt's eval.json (None while unfinished); SsrkitError when it is not valid JSON."""
+    p = attempt_dir(artifact, name) / EVAL
+    if not p.is_file():
+        return None
+    try:
+        return read_json(p)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SsrkitError(f"{p}: not valid JSON ({e}); delete the attempt directory to redo it")
+
+
+def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
+    """The eval.json of every finished attempt, in attempt order."""
+    out = []
+    for d in completed_attempts(artifact):
+        rec = read_eval(artifact, d.name)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+# -- rewards: reward.json (the I/O around the pure functions of reward.py) -------------------------
+
+def reward_alpha(cfg: "Config", alpha: float | None = None) -> float:
+    """α of the injector reward: the flag, else `[reward] alpha`, else `reward.DEFAULT_ALPHA`; checked."""
+    from .reward import DEFAULT_ALPHA, check_alpha
+
+    try:
+        return check_alpha(alpha if alpha is not None else cfg.get("reward", "alpha", DEFAULT_ALPHA))
+    except (TypeError, ValueError) as e:
+        raise SsrkitError(f"--alpha / [reward] alpha: {e}")
+
+
+def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
+    """The reward.json object from validation.json and the finished attempts (not written)."""
+    from .reward import reward_record
+
+    data = artifact.current_validation()
+    valid = bool(data.get("valid"))
+    records = attempt_records(artifact) if valid else []
+    if valid and not records:
+        raise SsrkitError(f"{artifact.path} is valid but has no finished attempt; solve it first: "
+                          f"ssrkit solve {artifact.path}")
+    try:
+        record = reward_record(valid=valid, passed=[bool(r.get("passed")) for r in records], alpha=alpha,
+                               attempts=[r.get("attempt", "?") for r in records] if valid else None)
+    except ValueError as e:
+        raise SsrkitError(str(e))
+    return {"artifact": str(artifact.path), **record}
+
+
+def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
+    record = artifact_reward(artifact, alpha)
+    artifact.write_json(REWARD, record)
+    return record
+
+
+# -- attempts with their rewards, as later stages read them ----------------------------------------
 
 
 @dataclass(frozen=True)
@@ -40,8 +168,6 @@ class ScoredAttempt:
 
 
 def _read_eval(path: Path) -> dict[str, Any] | None:
-    import json
-
     try:
         data = json.loads((path / EVAL).read_text())
     except (OSError, ValueError, UnicodeDecodeError):
@@ -78,8 +204,7 @@ def scored_attempts(artifact: Artifact | Path) -> list[ScoredAttempt]:
     cover (solved after `ssrkit reward` ran) gets its eval.json verdict as a reward (+1 passed, −1 otherwise).
     """
     art = artifact if isinstance(artifact, Artifact) else Artifact(artifact)
-    root = art.path / ATTEMPTS
-    dirs = sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit()) if root.is_dir() else []
+    dirs = art.attempt_dirs()
     evals = {d.name: _read_eval(d) for d in dirs}
     finished = [name for name, ev in evals.items() if ev is not None]
     by_name = rewards_by_name(art.reward, finished)
@@ -89,7 +214,7 @@ def scored_attempts(artifact: Artifact | Path) -> list[ScoredAttempt]:
         if ev is None:
             out.append(ScoredAttempt(d.name, d, None, None, "unfinished"))
         elif d.name in by_name:
-            out.append(ScoredAttempt(d.name, d, ev, by_name[d.name], "reward.json"))
+            out.append(ScoredAttempt(d.name, d, ev, by_name[d.name], REWARD))
         else:
-            out.append(ScoredAttempt(d.name, d, ev, 1.0 if ev["passed"] else -1.0, "eval.json"))
+            out.append(ScoredAttempt(d.name, d, ev, 1.0 if ev["passed"] else -1.0, EVAL))
     return out

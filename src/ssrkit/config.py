@@ -1,4 +1,4 @@
-"""One resolved configuration: built-in defaults < `ssrkit.toml` < command-line flags (SPEC §11).
+"""One resolved configuration: the settings classes' defaults < `ssrkit.toml` < command-line flags (SPEC §11).
 
 The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`).
 A repository may carry its own `ssrkit.toml` (a per-repository profile: test setup, environment); the
@@ -7,7 +7,6 @@ user's file wins over it. The resolved configuration is written next to outputs 
 
 from __future__ import annotations
 
-import copy
 import os
 import tomllib
 from pathlib import Path
@@ -30,32 +29,17 @@ DEFAULT_PROTECTED = [
     "*.egg-info/", "*.dist-info/", "*.egg-link", "__pycache__/", "*.pyc", "*.so", "*.pyd",
 ]
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    "validate": {
-        "timeout": 90.0,
-        "min_passing_tests": 5,
-        "min_failing_tests": 1,
-        "min_changed_files": 1,
-        "total_break": "warning",  # or "error"
-        "flaky_runs": 0,
-        "jobs": 1,
-        "test_patterns": DEFAULT_TEST_PATTERNS,
-        "cache": True,
-    },
-    "sandbox": {
-        "backend": "auto",  # auto | local | docker
-        "memory_mb": 4096,
-        "pids": 512,
-        "cpus": 2.0,
-        "file_size_mb": 1024,
-        "env": {},
-        "setup": "",
-        "workdir": "/testbed",
-    },
-    "inject": {},
-    "solve": {"protected": DEFAULT_PROTECTED, "canary": True, "guard_shadows": True, "attempts": 8},
-    "reward": {"alpha": 0.8},
-    "train": {},
+#: The sections of ssrkit.toml and who reads each. A section holds no defaults here: each setting's default is
+#: the field of the settings class that reads it (`X.from_config(cfg, **flags)`), so it is written once.
+SECTIONS = {
+    "validate": "validate.Settings (and the test budget of grade.GradeSettings)",
+    "sandbox": "sandbox.SandboxOptions, sandbox.backend_from_config",
+    "inject": "inject.procedural / inject.llm",
+    "solve": "solve.SolveOptions, grade.GradeSettings (protected, canary, guard_shadows)",
+    "reward": "attempts.reward_alpha",
+    "train": "train.config.TrainConfig",
+    "agent": "agents.loop.AgentConfig, the sampling of agents.endpoints.client_from_config",
+    "run": "executor.executor_from_config",
 }
 
 CONFIG_NAME = "ssrkit.toml"
@@ -115,8 +99,9 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def load_config(path: Path | None = None, repo: Path | None = None) -> Config:
-    """Defaults, then the repository's profile, then `path` (or ./ssrkit.toml, or $SSRKIT_CONFIG)."""
-    data = copy.deepcopy(DEFAULTS)
+    """The repository's profile, then `path` (or $SSRKIT_CONFIG, or ./ssrkit.toml); defaults are the settings
+    classes' own."""
+    data: dict[str, dict[str, Any]] = {}
     sources = ["defaults"]
     candidates: list[Path] = []
     if repo is not None and (Path(repo) / CONFIG_NAME).is_file():
@@ -129,10 +114,10 @@ def load_config(path: Path | None = None, repo: Path | None = None) -> Config:
         candidates.append(Path(CONFIG_NAME))
     for c in candidates:
         loaded = read_toml(c)
-        unknown = [k for k, v in loaded.items() if isinstance(v, dict) and k not in DEFAULTS and k not in ("run", "pool", "report", "serve", "agent")]
+        unknown = [k for k, v in loaded.items() if isinstance(v, dict) and k not in SECTIONS]
         if unknown:
             raise SsrkitError(f"{c}: unknown section(s) {', '.join('[' + u + ']' for u in unknown)}; "
-                              f"known: {', '.join('[' + s + ']' for s in DEFAULTS)}")
+                              f"known: {', '.join('[' + s + ']' for s in SECTIONS)}")
         _merge(data, loaded)
         sources.append(str(c))
     return Config(data, sources)

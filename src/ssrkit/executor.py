@@ -30,10 +30,13 @@ from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, is_dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
 
 from .errors import SsrkitError
 from .source import RepoSource
+
+if TYPE_CHECKING:
+    from .config import Config
 
 EXECUTORS = ("local", "ray")
 T = TypeVar("T")
@@ -128,6 +131,15 @@ def make_executor(name: str | None, slots: int, *, address: str | None = None) -
 
         return RayExecutor(slots, address=address)
     raise SsrkitError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
+
+
+def executor_from_config(cfg: "Config", executor: str | None, ray_address: str | None, slots: int) -> Executor:
+    """The executor of a command: the flags, then `[run] executor` / `ray_address` (local by default)."""
+    name = executor or cfg.get("run", "executor") or "local"
+    address = ray_address or cfg.get("run", "ray_address") or None
+    if name == "local" and address and not ray_address:
+        address = None  # a configured address is for when the executor is ray
+    return make_executor(name, max(1, slots), address=address)
 
 
 def run_units(executor: Executor, fn: Callable[..., T], arglists: list[tuple[Any, ...]],

@@ -41,11 +41,11 @@ import tomli_w
 from . import grade as grading
 from . import patch as patches
 from . import pathmatch, testrun
-from .agents.solver import task_from_weaken_diff
+from .solvers import task_from_weaken_diff
 from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
 from .fsutil import atomic_write_text
-from .grade import GradeSettings, current_validation
+from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .solve import JUNK
 from .source import RepoSource
@@ -157,7 +157,7 @@ def _repo_name(source: RepoSource) -> str:
 def make_task(artifact: Artifact, source: RepoSource | None = None,
               settings: GradeSettings | None = None) -> Task:
     """The exported form of a valid artifact (SsrkitError, saying what to do, otherwise)."""
-    validation = current_validation(artifact)
+    validation = artifact.current_validation()
     if not validation.get("valid"):
         raise SsrkitError(f"{artifact.path}: only valid artifacts can be exported; run `ssrkit validate` first")
     meta = artifact.metadata

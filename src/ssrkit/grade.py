@@ -53,15 +53,14 @@ from typing import Any
 
 from . import __version__
 from . import patch as patches
-from .artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
+from .artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
 from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox
 from .pathmatch import matches
-from .testrun import ERROR, FAILED, PASSED, TestRun, run_tests
+from .testrun import ERROR, FAILED, PASSED, TEST_TIMEOUT, TestRun, run_tests
 from .text import clip
 
-FIX_LABEL = "fix.diff"
 #: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work
 #: sandbox, which the canary run resets to
 GRADED = "graded"
@@ -79,7 +78,7 @@ IMPORT_ROOTS = ("", "src")
 
 @dataclass
 class GradeSettings:
-    timeout: float = 90.0
+    timeout: float = TEST_TIMEOUT
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     protected: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED))
     canary: bool = True
@@ -87,12 +86,14 @@ class GradeSettings:
 
     @classmethod
     def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
+        """The test budget and patterns of `[validate]`, the guards of `[solve]`; `timeout` (a flag) wins."""
+        d = cls()
         return cls(
-            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", 90.0)),
-            test_patterns=list(cfg.get("validate", "test_patterns", DEFAULT_TEST_PATTERNS)),
-            protected=list(cfg.get("solve", "protected", DEFAULT_PROTECTED)),
-            canary=bool(cfg.get("solve", "canary", True)),
-            guard_shadows=bool(cfg.get("solve", "guard_shadows", True)),
+            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", d.timeout)),
+            test_patterns=list(cfg.get("validate", "test_patterns", d.test_patterns)),
+            protected=list(cfg.get("solve", "protected", d.protected)),
+            canary=bool(cfg.get("solve", "canary", d.canary)),
+            guard_shadows=bool(cfg.get("solve", "guard_shadows", d.guard_shadows)),
         )
 
     @property
@@ -132,21 +133,9 @@ class Expectations:
         return [*self.fail_to_pass, *self.pass_to_pass]
 
 
-def current_validation(artifact: Artifact) -> dict[str, Any]:
-    """The artifact's validation.json, provided it was made from the artifact's present files."""
-    data = artifact.validation
-    if data is None:
-        raise SsrkitError(f"{artifact.path} has not been validated (no validation.json); validate it first: "
-                          f"ssrkit validate {artifact.path}")
-    if data.get("content_id") and data["content_id"] != artifact.content_id():
-        raise SsrkitError(f"{artifact.path}: its files changed since validation.json was written; validate it "
-                          f"first: ssrkit validate {artifact.path} --redo")
-    return data
-
-
 def load_expectations(artifact: Artifact) -> Expectations:
     """FAIL_TO_PASS / PASS_TO_PASS of a valid, up-to-date validation; SsrkitError otherwise."""
-    data = current_validation(artifact)
+    data = artifact.current_validation()
     if not data.get("valid"):
         checks = data.get("checks") or []
         first = next((c for c in checks if c.get("status") == "failed"), None)
@@ -267,7 +256,7 @@ def _read_original(sandbox: Sandbox, path: str) -> bytes | None:
 def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings) -> tuple[list[str], list[str]]:
     """(paths to restore or delete, fix files that are shadowing modules)."""
     touched: list[str] = []
-    for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX_LABEL, fix_diff)):
+    for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX, fix_diff)):
         for p in patches.touched_files(diff, label):
             if p not in touched:
                 touched.append(p)
@@ -276,7 +265,7 @@ def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings)
         if p not in out and matches(p, settings.patterns):
             out.append(p)
     shadows: list[str] = []
-    for c in patches.parse(fix_diff, FIX_LABEL) if settings.guard_shadows else []:
+    for c in patches.parse(fix_diff, FIX) if settings.guard_shadows else []:
         if c.target and c.target not in out and c.target not in shadows and shadowed_module(c.target):
             shadows.append(c.target)  # deleted below unless the file exists in the original repository
     return out, shadows
@@ -295,7 +284,7 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     Raises PatchError naming `fix.diff` when the fix does not apply (or escapes the repository), and
     SsrkitError when the artifact's own diffs do not apply (the artifact changed or its source did).
     """
-    patches.check_paths(fix_diff, FIX_LABEL)
+    patches.check_paths(fix_diff, FIX)
     paths, shadows = _protected_paths(artifact, fix_diff, settings)
     sandbox.reset(PRISTINE)
     originals = {p: _read_original(sandbox, p) for p in paths}
@@ -308,10 +297,10 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
     # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
     sandbox.fresh_history(message="Initial commit")
-    fix_touched = set(patches.touched_files(fix_diff, FIX_LABEL))
+    fix_touched = set(patches.touched_files(fix_diff, FIX))
     todo = paths + [p for p in shadows if p not in paths]
     script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
-    fix = sandbox.applies([(FIX_LABEL, fix_diff)])  # the fix's apply and the protected paths' removal: one command
+    fix = sandbox.applies([(FIX, fix_diff)])  # the fix's apply and the protected paths' removal: one command
     res = sandbox.run(fix.command(script), timeout=60)
     fix.check(res.output)
     if not res.ok:
@@ -587,11 +576,11 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     expect = expect or load_expectations(artifact)
     started = time.monotonic()
     try:
-        patches.check_size(fix_diff, FIX_LABEL)
+        patches.check_size(fix_diff, FIX)
     except PatchError as e:
         return Grade(False, f"the fix is too large: {e}", seconds=time.monotonic() - started)
     try:
-        fix_files = patches.touched_files(fix_diff, FIX_LABEL)
+        fix_files = patches.touched_files(fix_diff, FIX)
     except PatchError as e:
         return Grade(False, clip(f"the fix does not apply (not a diff git reads): {e}"),
                      seconds=time.monotonic() - started)

@@ -23,16 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, METADATA, TEST_FILES, Artifact, Metadata, content_id, create_artifact
+from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
+                       Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
-from .grade import FIX_LABEL, GradeSettings
+from .executor import ArtifactRef, SourceRef, relabel
+from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
-from .solve import EVAL, FIX, completed_attempts, read_eval
+from .attempts import completed_attempts, read_eval
 from .source import RepoSource
+from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
     from .executor import Executor
+    from .validate import Validator
 
 MAX_ORDER = 2
 STRATEGY = "higher_order"
@@ -48,10 +52,17 @@ class Outcome:
     reason: str
     path: str | None = None  # the new artifact (created or duplicate)
     id: str | None = None
+    valid: bool | None = None  # after validation (None: not validated)
+    invalid_because: str | None = None  # the first failed check, "name: message"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"parent": self.parent, "attempt": self.attempt, "status": self.status, "reason": self.reason,
-                "path": self.path, "id": self.id}
+        out = {"parent": self.parent, "attempt": self.attempt, "status": self.status, "reason": self.reason,
+               "path": self.path, "id": self.id}
+        if self.valid is not None:
+            out["valid"] = self.valid
+        if self.invalid_because:
+            out["invalid_because"] = self.invalid_because
+        return out
 
 
 def code_part(fix_diff: str, artifact: Artifact, settings: GradeSettings) -> str:
@@ -60,8 +71,8 @@ def code_part(fix_diff: str, artifact: Artifact, settings: GradeSettings) -> str
         return ""
     listed = set(artifact.test_files)
     keep = []
-    per_file = patches.split_by_file(fix_diff, FIX_LABEL)
-    changes = {c.path: c for c in patches.parse(fix_diff, FIX_LABEL)}
+    per_file = patches.split_by_file(fix_diff, FIX)
+    changes = {c.path: c for c in patches.parse(fix_diff, FIX)}
     for path, sub in per_file.items():
         c = changes[path]
         sides = [p for p in (c.source, c.target) if p]
@@ -76,7 +87,7 @@ def combined_bug_diff(sandbox: Sandbox, artifact: Artifact, fix_code: str, setti
     sandbox.reset(PRISTINE)
     sandbox.fresh_history(message="original")  # HEAD = the original tree as the sandbox holds it
     sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
-    sandbox.apply_patch(fix_code, label=FIX_LABEL)
+    sandbox.apply_patch(fix_code, label=FIX)
     diff = sandbox.diff()
     return code_part(diff, artifact, settings)
 
@@ -222,9 +233,9 @@ def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
                       "parent_strategy": parent_meta.strategy},
             extra={"parent_attempt": name, "parent_path": str(artifact.path.resolve())},
         )
-        create_artifact(dest, bug_diff=combined, weaken_diff=texts["test_weaken.diff"],
-                        test_script=texts["test_script.sh"], test_files=artifact.test_files,
-                        test_parser=texts["test_parser.py"], metadata=meta)
+        create_artifact(dest, bug_diff=combined, weaken_diff=texts[WEAKEN_DIFF],
+                        test_script=texts[TEST_SCRIPT], test_files=artifact.test_files,
+                        test_parser=texts[TEST_PARSER], metadata=meta)
         outcomes.append(Outcome(str(artifact.path), name, "created",
                                 f"order {meta.order} from attempt {name} ({record.get('solver', '?')})",
                                 path=str(dest), id=new_id))
@@ -239,14 +250,44 @@ def failed_attempts(artifact: Artifact) -> int:
 def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
              open_sandbox: Callable[[RepoSource], Sandbox] | None = None, *, settings: GradeSettings | None = None,
              max_new: int | None = None, executor: "Executor | None" = None,
-             sandbox: tuple[str, SandboxOptions] | None = None) -> list[Outcome]:
+             sandbox: tuple[str, SandboxOptions] | None = None, validator: "Validator | None" = None) -> list[Outcome]:
     """`make_higher_order` over many artifacts, duplicates detected across all of them.
 
     Artifacts are taken in order of how often their attempts failed (most first, then by id), so that with
     `max_new` the limit goes to the bugs the solver got wrong most often. With `executor` (and `sandbox`, the
     backend and options its units open sandboxes with), each artifact's fixes are combined as one unit, in
-    parallel; the artifacts are still written here, in that order, so the outcome is the same.
+    parallel; the artifacts are still written here, in that order, so the outcome is the same. With
+    `validator`, every artifact made (or found made by an earlier, perhaps killed, run) is validated and its
+    outcome says whether it is valid.
     """
+    outcomes = _make_all(items, out_dir, open_sandbox, settings=settings, max_new=max_new, executor=executor,
+                         sandbox=sandbox)
+    if validator is not None:
+        validate_made(outcomes, validator, executor)
+    return outcomes
+
+
+def validate_made(outcomes: list[Outcome], validator: "Validator", executor: "Executor | None" = None) -> None:
+    """Validate the artifacts `outcomes` made, once each (up-to-date ones are skipped), and record the verdicts."""
+    from .validate import validate_all
+
+    first: dict[str, Outcome] = {}
+    for o in outcomes:
+        if o.path and (o.status == "created" or (o.status == "duplicate" and Path(o.path).is_dir())):
+            first.setdefault(o.path, o)
+    if not first:
+        return
+    new = [Artifact(p) for p in first]
+    reports = validate_all([(a, a.metadata.repo) for a in new], validator, executor=executor)
+    verdicts: dict[str, tuple[bool, str | None]] = {}
+    for path, rep in zip(first, reports):
+        failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
+        verdicts[path] = (rep["valid"], f"{failed['name']}: {failed['message']}" if failed else None)
+    for o in first.values():
+        o.valid, o.invalid_because = verdicts[o.path]
+
+
+def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sandbox) -> list[Outcome]:
     if not items:
         return []
     if max_new is not None and max_new < 0:
@@ -268,14 +309,13 @@ def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
                                          max_new=max_new, made=made))
         return out
     from .executor import run_units
-    from .units import combine_unit
 
     assert sandbox is not None, "make_all with an executor needs sandbox=(backend, options)"
     plans = [plan_higher_order(a, settings) if any((d / EVAL).is_file() for d in a.attempt_dirs()) else None
              for a, _ in ranked]
     busy = [k for k, p in enumerate(plans) if p is not None and p[1]]
     combos = run_units(executor, combine_unit, [
-        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=("attempts", "logs")),
+        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=(ATTEMPTS, LOGS)),
          executor.source_ref(ranked[k][1]), [(name, code) for name, _, code in plans[k][1]], settings)  # type: ignore[index]
         for k in busy])
     by_k = dict(zip(busy, combos))
@@ -297,3 +337,18 @@ def check_out_dir(out_dir: Path, parents: list[Artifact]) -> None:
         except ValueError:
             continue
         raise SsrkitError(f"--out {out_dir} is inside the artifact {a.path}; choose a directory outside it")
+
+
+# -- higher-order: stack one artifact's failed fixes on its bug ---------------------------------------
+
+def combine_unit(backend: str, options: SandboxOptions, ref: ArtifactRef, sref: SourceRef,
+                 todo: list[tuple[str, str]], settings: Any) -> list[tuple[str, str | None, str | None]]:
+    """For each (attempt, code diff): (attempt, combined bug diff, None) or (attempt, None, why not)."""
+    from .sandbox import open_sandbox
+
+    with scratch_for(ref) as scratch:
+        path = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = sref.materialize()
+        with open_sandbox(source, backend, options) as sb:
+            out = combine_fixes(sb, Artifact(path), todo, settings)
+    return relabel(out, path_mapping(path, ref, source, sref))

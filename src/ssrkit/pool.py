@@ -28,10 +28,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import ATTEMPTS, CORE_FILES, METADATA, VALIDATION, Artifact, find_artifacts
+from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_artifacts
 from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .inject.summary import INJECT_SUMMARY, discarded_by_strategy
 from .source import RepoSource
 
 POOL = "pool.json"
@@ -192,8 +193,8 @@ def copy_task(src: Path, dest: Path) -> None:
     for name in (*CORE_FILES, METADATA, VALIDATION):
         if (src / name).is_file():
             shutil.copy2(src / name, tmp / name)
-    if (src / "logs").is_dir():
-        shutil.copytree(src / "logs", tmp / "logs")
+    if (src / LOGS).is_dir():
+        shutil.copytree(src / LOGS, tmp / LOGS)
     tmp.rename(dest)  # atomic: a killed copy leaves only the hidden .partial, redone next time
 
 
@@ -228,16 +229,10 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         st = by_strategy.setdefault(a.metadata.strategy, [0, 0])
         st[0] += ok
         st[1] += 1
-    # candidates that procedural injection tried and discarded count against validity too
-    for summary in (round_dir(run, round_no) / "inject").rglob("inject.json"):
-        try:
-            data = read_json(summary)
-        except (OSError, ValueError):
-            continue
-        for strategy, counts in (data.get("by_strategy") or {}).items():
-            st = by_strategy.setdefault(strategy, [0, 0])
-            # "tried" counts every candidate (procedural) or agent run (llm); "kept" those written as artifacts
-            st[1] += max(0, int(counts.get("tried", 0)) - int(counts.get("kept", counts.get("valid", 0))))
+    # candidates (or agent runs) that injection tried and discarded count against validity too
+    for summary in (round_dir(run, round_no) / "inject").rglob(INJECT_SUMMARY):
+        for strategy, discarded in discarded_by_strategy(summary).items():
+            by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())
     tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
     attempts = solved = 0
@@ -255,8 +250,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
                 attempts += int(r["n_attempts"])
                 solved += int(r["n_solved"])
                 rates.append(float(r["solve_rate"]))
-        for d in a.attempt_dirs():
-            ev = a.read_json(f"{ATTEMPTS}/{d.name}/eval.json") or {}
+        for s in scored_attempts(a):
+            ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
     higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])

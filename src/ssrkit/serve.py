@@ -49,6 +49,7 @@ from typing import IO, Any, Callable, Iterable, Protocol
 
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text
+from .hf_checkpoint import declared_dtype
 
 
 class ServeError(SsrkitError):
@@ -438,23 +439,13 @@ def _script_python(script: Path) -> str:
     return str(sibling) if sibling.is_file() else sys.executable
 
 
-def checkpoint_dtype(checkpoint: str | Path) -> str | None:
-    """The dtype a checkpoint's config.json declares (`dtype`, or the older `torch_dtype`), if vLLM knows it."""
-    try:
-        config = json.loads((Path(checkpoint) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    value = config.get("dtype") or config.get("torch_dtype") if isinstance(config, dict) else None
-    return value if value in ("float32", "bfloat16", "float16") else None
-
-
 def faithful_logprob_args(checkpoint: str | Path, user_args: list[str]) -> list[str]:
     """Flags that make the server's log-probs the trainer's, for those `user_args` do not set already."""
     given = {a.split("=", 1)[0] for a in user_args}
     out = []
     if "--logprobs-mode" not in given:
         out += ["--logprobs-mode", "processed_logprobs"]
-    dtype = checkpoint_dtype(checkpoint)
+    dtype = declared_dtype(checkpoint)
     if "--dtype" not in given and dtype:
         out += ["--dtype", dtype]
     return out

@@ -9,38 +9,36 @@ The fix is the sandbox's diff against that fresh commit (new and deleted files i
 private git directory in the sandbox's scratch space: whatever the solver does to the repository's own `.git`
 (commits, resets, a new `git init`) neither hides nor adds changes.
 
-Attempts live in `attempts/NNN/`: `fix.diff`, `trajectory.json` (LLM solvers), `test_output.log` and
-`eval.json`, written last — an attempt directory without `eval.json` is unfinished and is redone. Making sure
-an artifact has N attempts is idempotent; a larger N adds only the missing ones, so attempts of different
-solvers can be mixed in one group.
+Attempts live in `attempts/NNN/`, whose layout `attempts.py` owns; attempts of different solvers can be mixed
+in one group.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import dataclasses
+import json
+import os
 import shlex
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import ATTEMPTS, BUG_DIFF, REWARD, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
-from .fsutil import read_json
-from .grade import Expectations, GradeSettings, current_validation, eval_record, grade, load_expectations
-from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
+from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
+from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
+from .config import Config
+from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
+from .solvers import SolveContext, Solver
 from .source import RepoSource
+from .units import path_mapping, relabel_bytes
 
 if TYPE_CHECKING:
     from .executor import Executor
 
-FIX = "fix.diff"
-EVAL = "eval.json"
-TEST_OUTPUT = "test_output.log"
 EXTERNAL = "external"
 
 #: Generated junk that never belongs in a fix (kept out of the solver's fresh repository and of the diff).
@@ -92,218 +90,6 @@ def task_diff(artifact: Artifact) -> str:
     return patches.reverse(artifact.weaken_diff)
 
 
-# -- solvers --------------------------------------------------------------------------------------
-
-@dataclass
-class SolveContext:
-    artifact: Artifact
-    sandbox: Sandbox
-    attempt: str
-    out_dir: Path
-    seed: int
-    test_diff: str
-    timeout: float  # the test budget per run (for solvers that run tests)
-
-
-@dataclass
-class SolverOutput:
-    #: the fix; None means "whatever the solver left in the sandbox" (the usual case)
-    fix_diff: str | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-class Solver(ABC):
-    """A way to produce a fix in the solver's sandbox. Implementations must be safe to call from threads."""
-
-    name = "?"
-
-    @abstractmethod
-    def solve(self, ctx: SolveContext) -> SolverOutput:
-        """Work in `ctx.sandbox`; return the fix (or None: the sandbox's diff is the fix)."""
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
-
-
-class OracleSolver(Solver):
-    """The reverse of `bug_inject.diff`: must always succeed (a check of the grading itself)."""
-
-    name = "oracle"
-
-    def solve(self, ctx: SolveContext) -> SolverOutput:
-        ctx.sandbox.apply_patch(patches.reverse(ctx.artifact.bug_diff), label=f"reversed {BUG_DIFF}")
-        return SolverOutput()
-
-
-class NullSolver(Solver):
-    """The empty patch: must always fail."""
-
-    name = "null"
-
-    def solve(self, ctx: SolveContext) -> SolverOutput:
-        return SolverOutput(fix_diff="")
-
-
-class LLMSolver(Solver):
-    """The agent loop with the solver prompt against an OpenAI-compatible endpoint (`ssrkit.agents`).
-
-    The task is the fixed template around the reversed `test_weaken.diff`; the trajectory is saved in the
-    attempt directory after every step. The fix is whatever the agent left in the sandbox, whatever its exit
-    status: grading decides. Model errors (endpoint down, unknown model) abort the run instead of being
-    recorded as failed attempts, so they never turn into rewards.
-    """
-
-    name = "llm"
-
-    def __init__(self, client: Any, config: Any = None):
-        self.client = client
-        self.config = config
-
-    @classmethod
-    def from_options(cls, *, client: Any = None, agent: dict[str, Any] | None = None, **_: Any) -> "LLMSolver":
-        """`client`: the `ModelClient` (built from flags and config by the CLI's `model_client`)."""
-        from .agents import AgentConfig
-
-        if client is None:
-            raise SsrkitError("the llm solver needs a model: --base-url and --model (e.g. --base-url "
-                              "http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct)")
-        return cls(client, AgentConfig.from_dict(agent))
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, **self.client.describe()}
-
-    def solve(self, ctx: SolveContext) -> SolverOutput:
-        from .agents import run_llm_solver, solver_task
-
-        task = solver_task(ctx.test_diff)
-        traj, _ = run_llm_solver(ctx.sandbox, self.client, task, ctx.out_dir, config=self.config,
-                                 info={"artifact": ctx.artifact.id, "attempt": ctx.attempt})
-        info: dict[str, Any] = {"exit_status": traj.exit_status, "turns": len(traj.turns)}
-        if traj.error:
-            info["error"] = traj.error
-        return SolverOutput(info=info)
-
-
-class RepairSolver(Solver):
-    """Search-based program repair with no model (`ssrkit.repair.find_repair`): fault localization from the
-    failing tests' coverage, inverse mutations at the most suspicious lines, the first patch with which every
-    test passes. Bugs it fixes are trivially easy — a useful filter for a task pool."""
-
-    name = "repair"
-
-    def __init__(self, budget_runs: int = 40, partial: bool = False):
-        if budget_runs < 1:
-            raise SsrkitError("the repair budget must be at least 1 test run")
-        self.budget_runs = budget_runs
-        self.partial = partial  # without a fix, submit the best partial one (a failed attempt that changed code)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "budget_runs": self.budget_runs, **({"partial": True} if self.partial else {})}
-
-    def solve(self, ctx: SolveContext) -> SolverOutput:
-        from .repair import find_repair
-
-        art = ctx.artifact
-        r = find_repair(ctx.sandbox, tests_diff=ctx.test_diff, test_script=art.test_script,
-                        test_parser=art.test_parser, timeout=ctx.timeout, budget_runs=self.budget_runs,
-                        seed=ctx.seed)
-        info: dict[str, Any] = {"found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates,
-                                "note": r.note, "search_seconds": round(r.seconds, 3)}
-        fix = r.fix_diff or ""
-        if r.fix_diff is None and self.partial and r.partial:
-            fix = r.partial
-            info["submitted_partial"] = r.partial_note
-        return SolverOutput(fix_diff=fix, info=info)
-
-
-#: name → factory(**options); only solvers whose code exists on this branch are registered.
-SOLVERS: dict[str, Callable[..., Solver]] = {
-    "oracle": lambda **_: OracleSolver(),
-    "null": lambda **_: NullSolver(),
-    "llm": LLMSolver.from_options,
-    "repair": lambda budget_runs=None, partial=False, **_: RepairSolver(budget_runs or 40, partial=bool(partial)),
-}
-
-
-def register_solver(name: str, factory: Callable[..., Solver]) -> None:
-    SOLVERS[name] = factory
-
-
-def make_solver(name: str, **options: Any) -> Solver:
-    factory = SOLVERS.get(name)
-    if factory is None:
-        raise SsrkitError(f"unknown solver {name!r}; available: {', '.join(sorted(SOLVERS))}")
-    return factory(**options)
-
-
-# -- attempts on disk -----------------------------------------------------------------------------
-
-def attempt_name(i: int) -> str:
-    return f"{i:03d}"
-
-
-def attempt_dir(artifact: Artifact, name: str) -> Path:
-    return artifact.path / ATTEMPTS / name
-
-
-def is_complete(d: Path) -> bool:
-    return (d / EVAL).is_file()
-
-
-def completed_attempts(artifact: Artifact) -> list[Path]:
-    return [d for d in artifact.attempt_dirs() if is_complete(d)]
-
-
-def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str]:
-    """The attempt names to (re)run so the artifact has `n` finished attempts.
-
-    Finished attempts are kept; unfinished ones (no eval.json) are reused first, then new numbers follow
-    the highest existing one. With `redo`, attempts 001..n are all run again.
-    """
-    if n < 0:
-        raise SsrkitError("--attempts must be at least 0")
-    if redo:
-        return [attempt_name(i) for i in range(1, n + 1)]
-    dirs = artifact.attempt_dirs()
-    done = [d for d in dirs if is_complete(d)]
-    need = n - len(done)
-    if need <= 0:
-        return []
-    todo = [d.name for d in dirs if not is_complete(d)][:need]
-    nxt = max((int(d.name) for d in dirs), default=0) + 1
-    while len(todo) < need:
-        todo.append(attempt_name(nxt))
-        nxt += 1
-    return todo
-
-
-_claim_lock = threading.Lock()
-
-
-def claim_new_attempt(artifact: Artifact) -> str:
-    """A fresh attempt number after every existing one, created on disk at once (safe across threads)."""
-    with _claim_lock:
-        dirs = artifact.attempt_dirs()
-        nxt = max((int(d.name) for d in dirs), default=0) + 1
-        while True:
-            d = attempt_dir(artifact, attempt_name(nxt))
-            try:
-                artifact.make_dir(f"{ATTEMPTS}/{d.name}", exist_ok=False)
-                return d.name
-            except FileExistsError:
-                nxt += 1
-
-
-def read_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:
-    p = attempt_dir(artifact, name) / EVAL
-    if not p.is_file():
-        return None
-    try:
-        return read_json(p)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SsrkitError(f"{p}: not valid JSON ({e}); delete the attempt directory to redo it")
-
-
 # -- the engine -----------------------------------------------------------------------------------
 
 @dataclass
@@ -316,6 +102,23 @@ class SolveOptions:
     #: more host paths the solver must not see (`[solve] hide`, e.g. the run directory); the artifacts being
     #: solved and the parent of a higher-order artifact are always hidden
     hide: list[str] = field(default_factory=list)
+    attempts: int = 8  # finished attempts each artifact must have (`[solve] attempts`, `--attempts`)
+
+    @classmethod
+    def from_config(cls, cfg: Config, *, backend: str | None = None, jobs: int | None = None,
+                    timeout: float | None = None, seed: int | None = None,
+                    attempts: int | None = None) -> "SolveOptions":
+        """`[solve]` (jobs, hide, attempts), `[sandbox]` and the grading settings; flags (not None) win."""
+        d = cls()
+        return cls(
+            grade=GradeSettings.from_config(cfg, timeout=timeout),
+            backend=backend_from_config(cfg, backend),
+            sandbox=SandboxOptions.from_config(cfg),
+            jobs=jobs or int(cfg.get("solve", "jobs", d.jobs)),
+            seed=seed if seed is not None else d.seed,
+            hide=[str(p) for p in cfg.get("solve", "hide", d.hide)],
+            attempts=attempts if attempts is not None else int(cfg.get("solve", "attempts", d.attempts)),
+        )
 
 
 class Engine:
@@ -408,11 +211,10 @@ class Engine:
         """Run (item index, solver — None to re-grade —, attempt, expectations) as units of `executor`
         (default: the local pool of `jobs`); attempts made elsewhere are written here, eval.json last."""
         from .executor import LocalExecutor, run_units
-        from .units import attempt_unit
 
         ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
         spec: Any = self.options if ex.portable else self
-        skip = ("logs",) if any(s is None for _, s, _, _ in jobs) else ("logs", ATTEMPTS)
+        skip = (LOGS,) if any(s is None for _, s, _, _ in jobs) else (LOGS, ATTEMPTS)
         refs = {i: (ex.artifact_ref(items[i][0].path, skip=skip), ex.source_ref(items[i][1]))
                 for i in sorted({i for i, _, _, _ in jobs})}
 
@@ -436,10 +238,12 @@ class Engine:
                 ex.close()
         return [record for record, _ in outs]
 
-    def solve(self, items: list[tuple[Artifact, RepoSource]], solver: Solver, *, attempts: int = 8,
+    def solve(self, items: list[tuple[Artifact, RepoSource]], solver: Solver, *, attempts: int | None = None,
               redo: bool = False, on_done: Callable[[dict[str, Any]], None] | None = None,
               executor: "Executor | None" = None) -> list[dict[str, Any]]:
-        """Make sure every artifact has `attempts` finished attempts; return the eval.json of each one run."""
+        """Make sure every artifact has `attempts` (default: the options') finished attempts; return the eval.json
+        of each one run."""
+        attempts = self.options.attempts if attempts is None else attempts
         jobs: list[tuple[int, Solver | None, str, Expectations]] = []
         hide = self.hidden_paths([a for a, _ in items])
         for i, (artifact, source) in enumerate(items):
@@ -461,37 +265,54 @@ class Engine:
         return self._map(items, jobs, None, on_done, executor)
 
 
-def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
-    """The eval.json of every finished attempt, in attempt order."""
-    out = []
-    for d in completed_attempts(artifact):
-        rec = read_eval(artifact, d.name)
-        if rec is not None:
-            out.append(rec)
-    return out
+def solvable(items: list[tuple[Artifact, RepoSource]], *,
+             strict: bool = True) -> tuple[list[tuple[Artifact, RepoSource]], list[str]]:
+    """The artifacts that may be solved, and a note for each invalid one left out.
+
+    Only valid artifacts whose validation.json is up to date are solved; an unvalidated or stale one is an
+    error (validate it first). When every artifact is invalid: an error if `strict` (one artifact named on
+    the command line, or a patch to grade), else nothing (a pipeline's directory of all-invalid artifacts is
+    nothing to do)."""
+    keep, notes = [], []
+    for art, source in items:
+        data = art.validation
+        if data is not None and data.get("valid") is False and data.get("content_id") in (None, art.content_id()):
+            notes.append(f"skipped {art.path}: invalid (validate it first after fixing it)")
+            continue
+        load_expectations(art)  # raises the "validate it first" errors
+        keep.append((art, source))
+    if not keep and strict:
+        if len(items) == 1:
+            load_expectations(items[0][0])
+        raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
+    return keep, notes
 
 
-# -- rewards (the I/O around the pure functions of reward.py) --------------------------------------
+# -- run (or re-grade) one solver attempt -----------------------------------------------------------
 
-def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
-    """The reward.json object from validation.json and the finished attempts (not written)."""
-    from .reward import reward_record
-
-    data = current_validation(artifact)
-    valid = bool(data.get("valid"))
-    records = attempt_records(artifact) if valid else []
-    if valid and not records:
-        raise SsrkitError(f"{artifact.path} is valid but has no finished attempt; solve it first: "
-                          f"ssrkit solve {artifact.path}")
-    try:
-        record = reward_record(valid=valid, passed=[bool(r.get("passed")) for r in records], alpha=alpha,
-                               attempts=[r.get("attempt", "?") for r in records] if valid else None)
-    except ValueError as e:
-        raise SsrkitError(str(e))
-    return {"artifact": str(artifact.path), **record}
-
-
-def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
-    record = artifact_reward(artifact, alpha)
-    artifact.write_json(REWARD, record)
-    return record
+def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name: str, expect: Any,
+                 hide: list[str] | None) -> tuple[dict[str, Any], dict[str, bytes] | None]:
+    """Run attempt `name` (or re-grade it when `solver` is None): (its eval.json, its files when they
+    must be written by the driver — None when it was made in place)."""
+    engine = spec if isinstance(spec, Engine) else Engine(spec)
+    if ref.files is None:
+        art = Artifact(ref.origin)
+        if solver is None:
+            return engine.regrade_attempt(art, sref.source, name, expect), None
+        return engine.run_attempt(art, sref.source, solver, name, expect, hide), None
+    with Scratch() as scratch:
+        path = ref.materialize(scratch)
+        art = Artifact(path)
+        source = sref.materialize()
+        if solver is None:
+            record = engine.regrade_attempt(art, source, name, expect)
+        else:
+            # the scratch copy, and the driver's artifact paths when this node can see them (one machine)
+            here = sorted({p for p in [*engine.hidden_paths([art]), *(hide or [])] if os.path.exists(p)})
+            record = engine.run_attempt(art, source, solver, name, expect, here)
+        files = read_tree(attempt_dir(art, name))
+    mapping = path_mapping(path, ref, source, sref)
+    record = relabel(record, mapping)
+    files = relabel_bytes(files, mapping)
+    files[EVAL] = (json.dumps(record, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode()
+    return record, files

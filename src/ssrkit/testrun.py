@@ -13,8 +13,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from .artifact import TEST_PARSER, TEST_SCRIPT
 from .sandbox.base import PRISTINE, Sandbox
 from .text import clip
+
+#: Seconds one test run may take (`[validate] timeout`, `--timeout`): validation, grading and the injectors.
+TEST_TIMEOUT = 90.0
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 #: an expected failure that passed (pytest's non-strict XPASS): not a failure of the run, but not a pass either,
@@ -109,7 +113,7 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
     The parser runs on the interpreter `python3` resolves to in the sandbox (`Sandbox.interpreter`: shims
     followed once, not on every run).
     """
-    path = sandbox.scratch_path("test_parser.py")
+    path = sandbox.scratch_path(TEST_PARSER)
     err = sandbox.scratch_path("test_parser.err")
     python = shlex.quote(sandbox.interpreter("python3"))
     sandbox.write_file(path, parser)
@@ -139,7 +143,7 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     the log is the script's output alone; the applies count in the test budget (they take milliseconds).
     """
     (parse_in or sandbox).interpreter("python3")  # resolved before the tests run, in a state they never touched
-    script = sandbox.scratch_path("test_script.sh")
+    script = sandbox.scratch_path(TEST_SCRIPT)
     sandbox.write_file(script, test_script, mode=0o755)
     applies = sandbox.applies(diffs)
     res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)

@@ -17,22 +17,24 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
-from .artifact import (BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+from .artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
                        ALIASES, Artifact, now_iso)
-from .config import DEFAULT_TEST_PATTERNS
+from .config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
+from .executor import ArtifactRef, SourceRef, relabel
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
-from .testrun import FAILED, PASSED, TestRun, run_parser, run_tests
+from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests
 from .text import clip
+from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
     from .executor import Executor
@@ -48,7 +50,7 @@ CHECK_NAMES = STATIC_CHECKS + EXECUTION_CHECKS
 class Settings:
     """Thresholds and budgets (the `[validate]` config section)."""
 
-    timeout: float = 90.0
+    timeout: float = TEST_TIMEOUT
     min_passing_tests: int = 5
     min_failing_tests: int = 1
     min_changed_files: int = 1
@@ -57,6 +59,11 @@ class Settings:
     jobs: int = 1
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     cache: bool = True
+
+    @classmethod
+    def from_config(cls, cfg: Config, **flags: Any) -> "Settings":
+        """`[validate]` of the resolved configuration, then `flags` (None = not given)."""
+        return cls.from_section(cfg.override("validate", **flags).section("validate"))
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> "Settings":
@@ -97,6 +104,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     runs: dict[str, Any] = field(default_factory=dict)
+    #: the original run (and the parser's verdict on it) came from the original-run cache: no command ran for it
+    original_cached: bool = False
     source: dict[str, Any] = field(default_factory=dict)
     #: the thresholds used, and `isolation`: what the sandbox isolated while the artifact's code ran
     settings: dict[str, Any] = field(default_factory=dict)
@@ -198,11 +207,14 @@ class OriginalRunCache:
 class _Context:
     """Everything the checks share for one artifact: files, parsed diffs, sandboxes and runs."""
 
-    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator"):
+    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator",
+                 known: dict[str, TestRun] | None = None):
         self.artifact = artifact
         self.source = source
         self.settings = settings
         self.engine = engine
+        self.known = dict(known or {})
+        self.original_cached = False
         self.texts = artifact.core_texts()
         self.bug_files: list[str] = []
         self.bug_changes: list[patches.FileChange] = []
@@ -234,8 +246,9 @@ class _Context:
         return res.exit_code == 0
 
     def test_run(self, sandbox: Sandbox, name: str, diffs: list[tuple[str, str]]) -> TestRun:
-        """Reset, apply `diffs` in order, run the tests; record the run under `name`."""
-        known = self.engine.known_run(diffs, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER])
+        """Reset, apply `diffs` in order, run the tests; record the run under `name` (a run the caller
+        handed over under that name in `known` is used instead of running it again)."""
+        known = self.known.get(name)
         if known is not None:
             self.runs[name] = known
             return known
@@ -350,9 +363,10 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             engine.cache.put(key, entry)
         else:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
+            ctx.original_cached = True
             ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
-    if "original run taken from the cache" in ctx.notes and status == PASS:
+    if ctx.original_cached and status == PASS:
         message += " (original run cached)"
     return status, message
 
@@ -365,7 +379,7 @@ def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
         return FAIL, f"on the original run's log: {run.parse_error}"
     if not run.statuses:
         return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}); "
-                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see {ctx.artifact.path / 'logs' / 'original.log'}")
+                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see {ctx.artifact.path / LOGS / 'original.log'}")
     again, error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log)
     if error or again != run.statuses:
         return FAIL, "test_parser.py gave a different result when run twice on the same log; it must be deterministic"
@@ -407,7 +421,7 @@ def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
                       f"{ctx.settings.min_failing_tests} required — the selected tests do not notice it{timeout_note}")
     if not ctx.pass_to_pass:
         msg = (f"total_break: the bug makes every one of the {n} selected tests fail{timeout_note}; usually a "
-               f"syntax or import error rather than a bug (see {ctx.artifact.path / 'logs' / 'bug.log'})")
+               f"syntax or import error rather than a bug (see {ctx.artifact.path / LOGS / 'bug.log'})")
         ctx.warnings.append("total_break")
         return (FAIL if ctx.settings.total_break == "error" else WARN), msg
     return PASS, f"{n} test(s) fail with the bug (FAIL_TO_PASS), {len(ctx.pass_to_pass)} still pass{timeout_note}"
@@ -454,6 +468,9 @@ def check_inverse_mutation(ctx: _Context) -> tuple[str, str]:
     return PASS, f"each of the {len(names)} changed files contributes"
 
 
+#: runs a caller may hand to `Validator.validate(..., known=)`: the artifact's bug on the original code
+KNOWN_RUNS = ("bug",)
+
 CHECKS: dict[str, tuple[CheckFn, tuple[str, ...]]] = {
     "files": (check_files, ()),
     "diffs_parse": (check_diffs_parse, ("files",)),
@@ -490,12 +507,6 @@ class Validator:
     def open(self, source: RepoSource):
         return open_sandbox(source, self.backend, self.options)
 
-    def known_run(self, diffs: list[tuple[str, str]], script: str, parser: str) -> TestRun | None:
-        """A run of exactly this state (original + `diffs`, this script and parser) made earlier by the
-        caller, to use instead of running it again; None (the default) runs it. The injector, which has just
-        run an artifact's tests with its bug applied, hands that run over this way."""
-        return None
-
     def fingerprint(self, source: RepoSource) -> str:
         from .sandbox.factory import fingerprint
 
@@ -504,10 +515,18 @@ class Validator:
                 self._fingerprints[source] = fingerprint(source)
             return self._fingerprints[source]
 
-    def validate(self, artifact: Artifact, source: RepoSource) -> Report:
-        """Run every check on one artifact; nothing is written (see `write_report`)."""
+    def validate(self, artifact: Artifact, source: RepoSource, *, known: dict[str, TestRun] | None = None) -> Report:
+        """Run every check on one artifact; nothing is written (see `write_report`).
+
+        `known` maps a run's name (`KNOWN_RUNS`) to a run of exactly that state (original code + the named
+        diffs, this artifact's test script and parser) that the caller made earlier, to use instead of
+        running it again: the injector, which has just run an artifact's tests with its bug applied, hands
+        over `{"bug": run}`."""
+        unknown = sorted(set(known or {}) - set(KNOWN_RUNS))
+        if unknown:
+            raise ValueError(f"known runs {unknown} are not among {KNOWN_RUNS}")
         started = time.monotonic()
-        ctx = _Context(artifact, source, self.settings, self)
+        ctx = _Context(artifact, source, self.settings, self, known)
         results: dict[str, Check] = {}
         try:
             for name, (fn, needs) in CHECKS.items():
@@ -533,6 +552,7 @@ class Validator:
             pass_to_pass=ctx.pass_to_pass if valid else [],
             warnings=ctx.warnings,
             notes=ctx.notes,
+            original_cached=ctx.original_cached,
             runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
             source=source.to_dict(),
             settings={**{k: v for k, v in asdict(self.settings).items() if k not in ("jobs", "cache")},
@@ -577,7 +597,6 @@ def validate_all(
     pool of `jobs`); whichever ran it, this process writes the report.
     """
     from .executor import LocalExecutor, run_units
-    from .units import ValidatorSpec, validate_unit
 
     results: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
@@ -601,7 +620,7 @@ def validate_all(
             on_done(artifact, results[todo[k]], False)
 
     try:
-        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=("attempts",)),
+        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=(ATTEMPTS,)),
                                        ex.source_ref(items[i][1])) for i in todo], done)
     finally:
         if executor is None:
@@ -621,3 +640,40 @@ def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) 
             or data.get("source") != source.to_dict()):
         return None
     return data
+
+
+# -- validate one artifact ------------------------------------------------------------------------------
+
+@dataclass
+class ValidatorSpec:
+    """What a node needs to build the driver's Validator (one per worker process, kept for its cache)."""
+
+    settings: Any
+    backend: str
+    options: SandboxOptions
+
+
+_validators: dict[str, Any] = {}
+
+
+def cached_validator(spec: Any) -> "Validator":
+    """The Validator of `spec` on this machine: the driver's own, or one built once per worker process (its
+    original-run cache is kept across the units of a run)."""
+    if isinstance(spec, Validator):
+        return spec
+    key = repr(spec)
+    if key not in _validators:
+        # one sandbox slot per unit: the inverse-mutation runs of an artifact share it
+        _validators[key] = Validator(replace(spec.settings, jobs=1), backend=spec.backend, options=spec.options)
+    return _validators[key]
+
+
+def validate_unit(spec: Any, ref: ArtifactRef, sref: SourceRef):
+    """The Report of one artifact (not written)."""
+    validator = cached_validator(spec)
+    with scratch_for(ref) as scratch:
+        path = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = sref.materialize()
+        report = validator.validate(Artifact(path), source)
+    report.source = sref.source.to_dict()
+    return relabel(report, path_mapping(path, ref, source, sref))

@@ -23,6 +23,8 @@ TESTS = Path(__file__).resolve().parents[1]
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from fixtures.calc import CALC, TEST_CALC  # noqa: E402
+from fixtures.repos import git  # noqa: E402
 from scripted_server import ScriptedServer  # noqa: E402
 
 from ssrkit.sandbox.base import PRISTINE, ExecResult, Sandbox, sanitized_env  # noqa: E402
@@ -103,74 +105,6 @@ class SubprocessSandbox(Sandbox):
 
     def close(self) -> None:
         shutil.rmtree(self._work, ignore_errors=True)
-
-
-CALC = '''\
-"""A tiny calculator."""
-
-
-def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return a - b
-
-
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
-def mean(xs):
-    if not xs:
-        raise ValueError("mean of an empty sequence")
-    return sum(xs) / len(xs)
-'''
-
-TEST_CALC = '''\
-import pytest
-
-from calc import add, clamp, mean, sub
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_sub():
-    assert sub(2, 3) == -1
-
-
-def test_clamp_inside():
-    assert clamp(5, 0, 10) == 5
-
-
-def test_clamp_low():
-    assert clamp(-5, 0, 10) == 0
-
-
-def test_clamp_high():
-    assert clamp(50, 0, 10) == 10
-
-
-def test_mean():
-    assert mean([1, 2, 3]) == 2
-
-
-def test_mean_empty():
-    with pytest.raises(ValueError):
-        mean([])
-'''
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 @pytest.fixture(scope="session")

@@ -60,8 +60,9 @@ def test_spread_sticky_and_failover_when_a_server_dies(tiny_repo, serve, by_turn
         threading.Thread(target=kill_after_four_turns, daemon=True).start()
         urls = [servers[0].base_url, victim_url, servers[1].base_url]
         pool = connect(urls, "scripted-model", backoff_s=0.05, max_backoff_s=0.1)
-        records, stats = inject_llm(RepoSource.local(tiny_repo), tmp_path / "out", client=pool, n=6, jobs=3,
-                                    seed=2, mixture={"removal": 1.0}, config=load_config(None, tiny_repo))
+        report = inject_llm(RepoSource.local(tiny_repo), tmp_path / "out", client=pool, n=6, jobs=3,
+                            seed=2, mixture={"removal": 1.0}, config=load_config(None, tiny_repo))
+        records = [r.to_dict() for r in report.artifacts]
     finally:
         victim.kill()
         victim.wait()

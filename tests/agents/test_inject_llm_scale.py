@@ -42,7 +42,7 @@ def test_three_shards_equal_unsharded(tiny_repo, serve, by_turn, injector_steps,
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    from helpers.raycluster import local_ray_cluster
+    from fixtures.raycluster import local_ray_cluster
 
     yield from local_ray_cluster(tmp_path_factory)
 
@@ -61,8 +61,10 @@ def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, by
     out = {}
     for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(3))):
         with ex:
-            records, stats = inject_llm(RepoSource.local(tiny_repo), tmp_path / label, client=client, n=3, seed=1,
-                                        mixture={"removal": 1.0}, config=cfg, executor=ex)
+            report = inject_llm(RepoSource.local(tiny_repo), tmp_path / label, client=client, n=3, seed=1,
+                                mixture={"removal": 1.0}, config=cfg, executor=ex)
+            records = [r.to_dict() for r in report.artifacts]
+            stats = {k: v.to_dict() for k, v in report.stats.items()}
             if label == "ray":
                 assert len(ex.nodes_used) > 1, ex.nodes_used
         out[label] = (records, stats)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from scripted_server import bash, submit
 
-from ssrkit.agents import (AgentConfig, ModelClient, ModelError, Thresholds, Trajectory, choose_strategy,
-                           injector_prompts, run_llm_injection)
+from ssrkit.agents import AgentConfig, ModelClient, ModelError, Trajectory, injector_prompts
 from ssrkit.artifact import CORE_FILES, Artifact
 from ssrkit.errors import SsrkitError
+from ssrkit.inject.llm import Thresholds, choose_strategy, run_llm_injection
 from ssrkit.patch import touched_files
 from ssrkit.source import RepoSource
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers.repos import EXAMPLES, copy_artifact
+from fixtures.repos import EXAMPLES, copy_artifact
 from ssrkit.artifact import Artifact, Metadata
 from ssrkit.source import RepoSource
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.raycluster import local_ray_cluster
-from helpers.repos import EXAMPLES
+from fixtures.raycluster import local_ray_cluster
+from fixtures.repos import EXAMPLES
 from ssrkit.examples import materialize
 
 @pytest.fixture(scope="session")

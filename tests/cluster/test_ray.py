@@ -18,7 +18,7 @@ from ssrkit.executor import LocalExecutor
 from ssrkit.validate import Settings, Validator, validate_all
 
 from clusterlib import sample_items, verdict
-from helpers.raycluster import node_args
+from fixtures.raycluster import node_args
 
 pytest.importorskip("ray")
 
@@ -51,7 +51,8 @@ def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_r
 
 
 def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_path):
-    from ssrkit.solve import Engine, SolveOptions, make_solver
+    from ssrkit.solve import Engine, SolveOptions
+    from ssrkit.solvers import make_solver
 
     names = ["textkit/valid-slug-truncate-off-by-one", "ledger/valid-journal-as-of-boundary"]
     out = {}
@@ -81,7 +82,8 @@ def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
     from ssrkit.grade import GradeSettings
     from ssrkit.higher_order import make_all
     from ssrkit.sandbox import SandboxOptions
-    from ssrkit.solve import Engine, SolveOptions, make_solver
+    from ssrkit.solve import Engine, SolveOptions
+    from ssrkit.solvers import make_solver
 
     names = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-amortization-partial-weaken"]
     made = {}
@@ -176,3 +178,33 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
     assert _sandboxes_of(_ray_worker_pids()) == []
     assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted
+
+
+def test_procedural_inject_same_artifacts_as_local(ray_cluster, example_repos, tmp_path):
+    """Each candidate a Ray task on some node: the driver keeps the same artifacts, byte for byte, as the
+    local executor for the same seed (the combine stream reads what the nodes sent back)."""
+    from ssrkit.artifact import CORE_FILES
+    from ssrkit.inject.procedural import inject
+    from ssrkit.sandbox import SandboxOptions
+
+    repo = example_repos["textkit"]
+    options = SandboxOptions(env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    runs = {}
+    for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(3))):
+        with ex:
+            runs[label] = inject(repo, tmp_path / label, n=3, seed=4, strategies="expression,removal,combine",
+                                 backend="local", options=options, executor=ex)
+            if label == "ray":
+                assert len(ex.nodes_used) > 1, ex.nodes_used
+    local, remote = runs["local"], runs["ray"]
+    assert [a.id for a in remote.artifacts] == [a.id for a in local.artifacts] and len(local.artifacts) == 3
+    assert [a.strategy for a in remote.artifacts] == ["expression", "removal", "combine"]
+    for a, b in zip(local.artifacts, remote.artifacts):
+        for name in CORE_FILES:
+            assert (a.path / name).read_bytes() == (b.path / name).read_bytes()
+        v = json.loads((b.path / "validation.json").read_text())
+        assert v["valid"] and v["artifact"] == str(b.path) and v["source"] == {"kind": "local", "path": str(repo)}
+        assert "ssrkit-unit-" not in (b.path / "artifact.toml").read_text() + json.dumps(v)
+    assert not (tmp_path / "ray" / ".staging").exists()
+    summary = json.loads((tmp_path / "ray" / "inject.json").read_text())
+    assert [a["id"] for a in summary["artifacts"]] == [a.id for a in local.artifacts]

@@ -90,8 +90,8 @@ def test_usage_errors_exit_2(example_repos, tmp_path):
     (tmp_path / "ssrkit.toml").write_text('[run]\nexecutor = "dask"\n')  # the config's default executor
     res = cli("validate", str(items[0][0].path), "--config", str(tmp_path / "ssrkit.toml"))
     assert res.returncode == 2 and "unknown executor 'dask'" in res.stderr
-    res = cli("inject", str(example_repos["textkit"]), "--out", str(tmp_path / "o"), "--executor", "ray")
-    assert res.returncode == 2 and "--shard K/N" in res.stderr and "Traceback" not in res.stderr
+    res = cli("inject", str(example_repos["textkit"]), "--out", str(tmp_path / "o"), "--executor", "dask")
+    assert res.returncode == 2 and "unknown executor 'dask'" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_executor_ray_without_the_extra_names_it(example_repos, tmp_path):

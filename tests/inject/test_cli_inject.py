@@ -42,3 +42,49 @@ def test_inject_json(units_repo, tmp_path, local_backend_sandbox, capsys):
 def test_inject_usage_errors(units_repo, tmp_path, capsys, args, message):
     code, _, err = run_cli(["inject", str(units_repo), "--out", str(tmp_path), *args], capsys)
     assert code == 2 and message in " ".join(err.split())
+
+
+class _CountingSandbox:
+    """A local sandbox that counts the test runs made in it: pre-screens (fail-fast) and test-script runs."""
+
+    def __init__(self, sb, counts):
+        self._sb, self._counts = sb, counts
+
+    def __getattr__(self, name):
+        return getattr(self._sb, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._sb.close()
+
+    def run(self, command, *args, **kwargs):
+        if command.startswith("bash ") and command.endswith("test_script.sh") or " -x -q -p no:cacheprovider" in command:
+            self._counts.append(command)
+        return self._sb.run(command, *args, **kwargs)
+
+
+def test_inject_json_counts_the_test_runs_made_when_the_original_run_was_cached(calc_repo, tmp_path, monkeypatch,
+                                                                              capsys):
+    """inject.json's per-strategy `runs` is the number of test runs the candidates made: an original run
+    taken from the cache is not one (today's bug: it was counted whenever the cache answered)."""
+    opened: list[_CountingSandbox] = []
+    counts: list[str] = []
+
+    def factory(source, backend, options):
+        # the first sandbox maps coverage (not a candidate's run); the workers' sandboxes count
+        sb = local_sandbox(source)
+        opened.append(_CountingSandbox(sb, counts if opened else []))
+        return opened[-1]
+
+    monkeypatch.setattr(procedural, "open_sandbox", factory)
+    out = tmp_path / "out"
+    code, _, _ = run_cli(["inject", str(calc_repo), "--out", str(out), "--n", "3", "--strategy", "expression",
+                          "--seed", "3", "--json"], capsys)
+    assert code == 0
+    notes = [n for d in out.iterdir() if (d / "validation.json").is_file()
+             for n in json.loads((d / "validation.json").read_text())["notes"]]
+    assert "original run taken from the cache" in notes  # the case under test happened
+    data = json.loads((out / "inject.json").read_text())
+    assert sum(st["runs"] for st in data["by_strategy"].values()) == len(counts)

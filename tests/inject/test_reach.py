@@ -89,7 +89,7 @@ def test_readme_doctests_and_doctest_modules_are_never_parsed_as_python(tmp_path
         # parametrized ids are tests like any other
         assert {"tests/test_ops.py::test_mean[items0-2.0]", "tests/test_ops.py::test_mean[items1-2.0]"} <= s.repo.passing
         # a run whose every candidate was discarded names the stage, the top reason and the setting
-        s.engine.last_messages["harmless"] = "no selected test fails"
+        s.last_messages["harmless"] = "no selected test fails"
         lines = s.diagnose({"expression": StrategyStats(tried=4, statuses={"harmless": 3, "timeout": 1})})
         assert lines[0] == "every one of the 4 candidate(s) was discarded: harmless 3, timeout 1"
         assert lines[1] == "e.g. harmless: no selected test fails" and lines[-1].startswith("setting: --max-tries")

@@ -11,12 +11,12 @@ on top of ssrkit/base:bookworm, which is built first when missing (debootstrap, 
 from __future__ import annotations
 
 import os
-import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from fixtures.repos import git
 from ssrkit.sandbox import Limits, SandboxOptions, open_sandbox
 from ssrkit.source import RepoSource
 
@@ -26,13 +26,6 @@ BACKENDS = [
     pytest.param("local-copy", id="local-copy"),  # bubblewrap, workspaces as copies (where overlays work too)
     pytest.param("docker", id="docker", marks=pytest.mark.docker),
 ]
-
-GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *GIT_ID, "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 def make_repo(root: Path) -> Path:

@@ -12,70 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures.calc import CALC, TEST_CALC
+from fixtures.repos import git
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
-
-CALC = '''\
-"""A tiny calculator."""
-
-
-def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return a - b
-
-
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-
-def mean(xs):
-    if not xs:
-        raise ValueError("mean of an empty sequence")
-    return sum(xs) / len(xs)
-'''
-
-TEST_CALC = '''\
-import pytest
-
-from calc import add, clamp, mean, sub
-
-
-def test_add():
-    assert add(2, 3) == 5
-
-
-def test_sub():
-    assert sub(2, 3) == -1
-
-
-def test_clamp_inside():
-    assert clamp(5, 0, 10) == 5
-
-
-def test_clamp_low():
-    assert clamp(-5, 0, 10) == 0
-
-
-def test_clamp_high():
-    assert clamp(50, 0, 10) == 10
-
-
-def test_mean():
-    assert mean([1, 2, 3]) == 2
-
-
-def test_mean_empty():
-    with pytest.raises(ValueError):
-        mean([])
-'''
 
 #: a per-repository profile, as a user would write one: these tests need no pytest plugins; one test is
 #: declared unreliable (the procedural injector never selects it, the LLM injector is told not to run it)
@@ -86,12 +28,6 @@ env = { PYTEST_DISABLE_PLUGIN_AUTOLOAD = "1" }
 [inject]
 exclude_tests = ["tests/test_calc.py::test_mean_empty"]
 '''
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 def make_calc_repo(repo: Path) -> Path:

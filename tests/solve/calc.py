@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+from fixtures.repos import git
 from ssrkit.artifact import Metadata, create_artifact
 from ssrkit.source import RepoSource
 
@@ -124,11 +124,6 @@ F2P = ["tests/test_ops.py::test_clamp_high", "tests/test_ops.py::test_median_eve
 ALL_TESTS = [f"tests/test_ops.py::{n}" for n in (
     "test_add", "test_add_negative", "test_clamp_low", "test_clamp_high", "test_clamp_inside", "test_mean",
     "test_mean_empty", "test_median_odd", "test_median_even")]
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false",
-                           *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
 def make_repo(path: Path) -> Path:

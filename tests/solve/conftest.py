@@ -11,7 +11,8 @@ import pytest
 from ssrkit.artifact import Artifact
 from ssrkit.grade import GradeSettings
 from ssrkit.sandbox import SandboxOptions
-from ssrkit.solve import Engine, SolveOptions, Solver, SolverOutput
+from ssrkit.solve import Engine, SolveOptions
+from ssrkit.solvers import Solver, SolverOutput
 from ssrkit.validate import Settings, Validator, validate_all, write_report
 
 from . import calc

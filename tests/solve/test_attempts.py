@@ -1,7 +1,7 @@
 """Attempt bookkeeping: N attempts, idempotent; unfinished ones are redone first; --redo."""
 
 from ssrkit.artifact import Artifact
-from ssrkit.solve import claim_new_attempt, plan_attempts
+from ssrkit.attempts import claim_new_attempt, plan_attempts
 
 
 def make(tmp_path, finished, unfinished):

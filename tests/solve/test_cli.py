@@ -7,14 +7,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ssrkit.cli.main import _register, app
+from ssrkit.cli.main import app
 from ssrkit.errors import SsrkitError
 
 from . import calc
 from .conftest import ScriptedSolver
 from .test_grade_calc import CLAMP_ONLY
 
-_register()
 
 
 def cli(*args: str, code: int = 0):

@@ -14,7 +14,9 @@ from typing import Callable
 import pytest
 
 from ssrkit.grade import GradeSettings, grade
-from ssrkit.solve import FIX, attempt_dir, make_solver
+from ssrkit.artifact import FIX
+from ssrkit.attempts import attempt_dir
+from ssrkit.solvers import make_solver
 
 from . import calc
 from .conftest import ScriptedSolver

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ssrkit.artifact import Artifact
 from ssrkit.higher_order import make_all
-from ssrkit.solve import make_solver, prepare_solver_sandbox
+from ssrkit.solve import prepare_solver_sandbox
+from ssrkit.solvers import make_solver
 
 from . import calc
 from .conftest import ScriptedSolver, validate

@@ -234,7 +234,7 @@ def _untouched(victim) -> bool:
 @pytest.mark.parametrize("link", ["attempts", "attempts/001"])
 def test_symlinked_attempts_are_refused(engine, calc_artifact, tmp_path, link):
     from ssrkit.errors import SsrkitError
-    from ssrkit.solve import make_solver
+    from ssrkit.solvers import make_solver
 
     victim = _outside(tmp_path)
     target = victim if link == "attempts" else victim / "001"
@@ -318,7 +318,8 @@ def docker_calc(tmp_path_factory):
                          ids=["git_show_original", "pass_known_only", "second_run_honest"])
 def test_grading_hacks_fail_on_docker(docker_calc, code):
     from ssrkit.grade import GradeSettings
-    from ssrkit.solve import Engine, SolveOptions, make_solver
+    from ssrkit.solve import Engine, SolveOptions
+    from ssrkit.solvers import make_solver
 
     from .conftest import ScriptedSolver
 

@@ -7,8 +7,10 @@ import json
 
 from scripted_server import ScriptedServer, bash, edit, submit
 
-from ssrkit.agents import ModelClient
-from ssrkit.solve import EVAL, FIX, TEST_OUTPUT, LLMSolver, attempt_dir, make_solver
+from ssrkit.agents import AgentConfig, ModelClient
+from ssrkit.artifact import EVAL, FIX, TEST_OUTPUT
+from ssrkit.attempts import attempt_dir
+from ssrkit.solvers import LLMSolver, make_solver
 
 from . import calc
 
@@ -21,7 +23,7 @@ def run(art, engine, turns, attempts):
     server = ScriptedServer(turns).start()
     try:
         solver = make_solver("llm", client=ModelClient(server.base_url, "scripted-model"),
-                             agent={"max_turns": 8, "command_timeout": 60})
+                             agent=AgentConfig(max_turns=8, command_timeout=60))
         assert isinstance(solver, LLMSolver)
         return engine.solve([(art, art.metadata.repo)], solver, attempts=attempts), server
     finally:

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from helpers.repos import EXAMPLES, copy_artifact  # noqa: E402
+from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
 from scripted_server import ScriptedServer, bash, submit  # noqa: E402
 from train_helpers import row_logprob_sums  # noqa: E402
 

@@ -39,7 +39,7 @@ def test_precedence_and_roundtrip(tmp_path):
         ("[train]\nis_correction = 'clip'\n", "is_correction must be one of"),
         ("[train]\nroles = ['critic']\n", "roles must be"),
         ("[train]\nmicro_batch_size = 0\n", "at least 1"),
-        ("[train\n", "invalid TOML"),
+        ("[train\n", "not valid TOML"),
     ],
 )
 def test_bad_configs_are_user_errors(tmp_path, text, message):
@@ -47,3 +47,45 @@ def test_bad_configs_are_user_errors(tmp_path, text, message):
     toml.write_text(text)
     with pytest.raises(TrainError, match=message):
         resolve_config(toml)
+
+
+def test_every_field_is_a_flag_with_its_meaning_and_default():
+    """`ssrkit train`'s options are made from TrainConfig: a new field is a flag, documented by its comment."""
+    import inspect
+
+    from ssrkit.cli.train import train
+    from ssrkit.train.config import config_fields, field_docs
+
+    params = inspect.signature(train).parameters
+    docs = field_docs()
+    for name, f in config_fields().items():
+        assert name in params, name
+        assert docs[name].help, f"TrainConfig.{name} has no comment to document it"
+        opt = params[name].annotation.__metadata__[0]
+        if f.default is not dataclasses.MISSING and f.default not in ("", None):
+            shown = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
+            assert f"(default: {shown})" in opt.help, (name, opt.help)
+    assert docs["lr"].panel == "Optimisation" and docs["kl_coef"].panel == "Loss"
+
+
+def test_flags_reach_the_config(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import typer
+
+    from ssrkit.cli import train as cli_train
+
+    seen = {}
+
+    def fake_resolve(config, flags):
+        seen.update(flags)
+        raise TrainError("stop here")
+
+    app = typer.Typer()
+    app.command()(cli_train.train)
+    monkeypatch.setattr("ssrkit.train.resolve_config", fake_resolve)
+    res = CliRunner().invoke(app, [str(tmp_path), "--lr", "3e-6", "--keep-zero-variance", "--roles", "solver",
+                                   "--no-shuffle"])
+    assert res.exit_code == 2 and "stop here" in res.output
+    assert (seen["lr"], seen["drop_zero_variance"], seen["roles"], seen["shuffle"], seen["epochs"]) == (
+        3e-6, False, "solver", False, None)

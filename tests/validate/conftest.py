@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.repos import EXAMPLES
+from fixtures.repos import EXAMPLES
 from ssrkit.examples import materialize
 
 

@@ -18,7 +18,7 @@ from ssrkit.artifact import Artifact
 from ssrkit.source import RepoSource
 from ssrkit.validate import Settings, Validator, write_report
 
-from helpers.repos import git
+from fixtures.repos import git
 
 ROOT = Path(__file__).resolve().parents[2]
 PARSER = (ROOT / "src" / "ssrkit" / "templates" / "pytest_parser.py").read_text()

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers.repos import EXAMPLES, copy_artifact
+from fixtures.repos import EXAMPLES, copy_artifact
 
 VALID = "textkit/valid-slug-truncate-off-by-one"
 INVALID = "textkit/invalid-bug_scope"

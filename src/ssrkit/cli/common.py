@@ -14,8 +14,8 @@ from rich.markup import escape
 from ..artifact import Artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
-from ..sandbox import Limits, SandboxOptions
 from ..source import RepoSource
+from ..testrun import TEST_TIMEOUT
 from ..text import MESSAGE_LIMIT, clip, printable, printable_json
 
 console = Console()
@@ -34,6 +34,8 @@ ConfigOpt = typer.Option(None, "--config", "-c", help="ssrkit.toml to read (defa
                          rich_help_panel="Configuration")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON on stdout instead of tables.")
 JobsOpt = typer.Option(None, "--jobs", "-j", min=1, help="Parallel runs.")
+TimeoutOpt = typer.Option(None, "--timeout", help=f"Seconds per test run (default: \\[validate] timeout, else "
+                          f"{TEST_TIMEOUT:g}).")
 ExecutorOpt = typer.Option(None, "--executor", help="Where units run: local (default) or ray (a Ray cluster; "
                            "the ssrkit\\[ray] extra, docs/cluster.md).", rich_help_panel="Scale-out")
 RayAddressOpt = typer.Option(None, "--ray-address", help="Ray cluster to join (default $RAY_ADDRESS, else a "
@@ -69,29 +71,6 @@ def source_for(artifact: Artifact, explicit: RepoSource | None) -> RepoSource:
     return meta.repo
 
 
-def sandbox_options(cfg: Config) -> SandboxOptions:
-    sec = cfg.section("sandbox")
-    limits = Limits(
-        memory_mb=int(sec.get("memory_mb", 4096)),
-        pids=int(sec.get("pids", 512)),
-        cpus=float(sec.get("cpus", 2.0)),
-        file_size_mb=int(sec.get("file_size_mb", 1024)),
-    )
-    env = {str(k): str(v) for k, v in (sec.get("env") or {}).items()}
-    return SandboxOptions(limits=limits, env=env, setup=sec.get("setup") or None)
-
-
-def executor_for(cfg: Config, executor: Optional[str], ray_address: Optional[str], jobs: int):
-    """The executor of a command: flags first, then `[run] executor` / `ray_address` (local by default)."""
-    from ..executor import make_executor
-
-    name = executor or cfg.get("run", "executor") or "local"
-    address = ray_address or cfg.get("run", "ray_address") or None
-    if name == "local" and address and not ray_address:
-        address = None  # a configured address is for when the executor is ray
-    return make_executor(name, max(1, jobs), address=address)
-
-
 def safe(text: Any) -> str:
     """Untrusted text for rich: control characters escaped (`printable`), markup escaped, length bounded."""
     return escape(printable(clip(str(text), MESSAGE_LIMIT)))
@@ -125,27 +104,3 @@ MaxTokensOpt = typer.Option(None, "--max-tokens", min=1, help="Tokens per model 
 TokenIdsOpt = typer.Option(True, "--token-ids/--no-token-ids",
                            help="Ask the server for token ids and log-probs (vLLM returns them; others ignore it).",
                            rich_help_panel="Model")
-
-
-def model_client(cfg: Config, section: str, *, base_url: Optional[list[str]], model: Optional[str],
-                 api_key_env: Optional[str], temperature: Optional[float], max_tokens: Optional[int] = None,
-                 token_ids: bool = True):
-    """The model client for an LLM agent: flags first, then `[section]` (base_url, model, api_key_env), then
-    `[agent]`'s sampling keys (temperature, top_p, max_tokens). Several base URLs give an EndpointPool."""
-    from ..agents import Sampling
-    from ..agents.client import SAMPLING_KEYS
-    from ..agents.endpoints import base_urls, connect
-
-    base_url = base_urls(base_url or cfg.get(section, "base_url"))
-    model = model or cfg.get(section, "model")
-    if not base_url or not model:
-        raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
-                          "--base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct")
-    agent = cfg.section("agent")
-    sampling = Sampling(**{k: agent[k] for k in SAMPLING_KEYS if k in agent})
-    if temperature is not None:
-        sampling.temperature = temperature
-    if max_tokens is not None:
-        sampling.max_tokens = max_tokens
-    return connect(base_url, model, api_key_env=api_key_env or cfg.get(section, "api_key_env", "OPENAI_API_KEY"),
-                       sampling=sampling, want_token_ids=token_ids)

@@ -8,15 +8,15 @@ from typing import Any, List, Optional
 import typer
 from rich.table import Table
 
-from ..artifact import Artifact, find_artifacts
+from ..artifact import find_artifacts
+from ..errors import SsrkitError
+from ..executor import Shard, executor_from_config, shard_items
 from ..grade import GradeSettings
 from ..higher_order import check_out_dir, make_all
-from ..errors import SsrkitError
-from ..executor import Shard, shard_items
-from ..validate import Settings, Validator, validate_all
-from .common import (safe, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
-                     WorkdirOpt, config_for, console, executor_for, explicit_source, print_json, sandbox_options,
-                     source_for)
+from ..sandbox import SandboxOptions, backend_from_config
+from ..validate import Settings, Validator
+from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
+                     WorkdirOpt, config_for, console, explicit_source, print_json, safe, source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -70,26 +70,13 @@ def higher_order(
     items = [(a, source_for(a, explicit)) for a in found]
     first = items[0][1] if items else None
     cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
-    cfg.override("validate", jobs=jobs)
-    be = backend or cfg.get("sandbox", "backend", "auto")
-    options = sandbox_options(cfg)
-    validator = Validator(Settings.from_section(cfg.section("validate")), backend=be, options=options)
-    with executor_for(cfg, executor, ray_address, validator.settings.jobs) as ex:
+    be = backend_from_config(cfg, backend)
+    options = SandboxOptions.from_config(cfg)
+    validator = Validator(Settings.from_config(cfg, jobs=jobs), backend=be, options=options)
+    with executor_from_config(cfg, executor, ray_address, validator.settings.jobs) as ex:
         outcomes = make_all(items, out, settings=GradeSettings.from_config(cfg), max_new=max_new, executor=ex,
-                            sandbox=(be, options))
-        results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
-        # new artifacts, and those an earlier (perhaps killed) run made: validate_all skips up-to-date ones
-        made = [(i, o) for i, o in enumerate(outcomes)
-                if o.status == "created" or (o.status == "duplicate" and o.path and Path(o.path).is_dir())]
-        made = [(i, o) for k, (i, o) in enumerate(made) if o.path not in {p.path for _, p in made[:k]}]
-        if validate and made:
-            new = [Artifact(o.path) for _, o in made]
-            reports = validate_all([(a, a.metadata.repo) for a in new], validator, executor=ex)
-            for (i, _), rep in zip(made, reports):
-                results[i]["valid"] = rep["valid"]
-                failed = next((c for c in rep["checks"] if c["status"] == "failed"), None)
-                if failed:
-                    results[i]["invalid_because"] = f"{failed['name']}: {failed['message']}"
+                            sandbox=(be, options), validator=validator if validate else None)
+    results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
     if as_json:
         print_json(results)
         return

@@ -1,4 +1,4 @@
-"""The `ssrkit` command: one Typer app, one module per subcommand."""
+"""The `ssrkit` command: one Typer app, one module per subcommand, all registered at the bottom of this file."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from rich.console import Console
 
 from .. import __version__
 from ..errors import SsrkitError
+from . import examples, export, higher_order, image, inject, pool, report, reward, serve, show, solve, train, validate
 from .common import safe
 
 app = typer.Typer(
@@ -37,13 +38,7 @@ def _root(
     """Self-play SWE-RL toolkit."""
 
 
-def _register() -> None:
-    # Each module adds its command(s) to `app`; imported here so `ssrkit --help` lists them all.
-    from . import commands  # noqa: F401
-
-
 def main(argv: list[str] | None = None) -> None:
-    _register()
     try:
         app(args=argv, prog_name="ssrkit")
     except SsrkitError as e:
@@ -52,3 +47,19 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")
         sys.exit(130)
+
+
+# -- registration: one line a command --------------------------------------------------------------
+app.command("inject", epilog=inject.EPILOG)(inject.inject)
+app.command("validate", epilog=validate.EPILOG)(validate.validate)
+app.command("show", epilog=show.EPILOG)(show.show)
+app.command("solve", epilog=solve.EPILOG)(solve.solve)
+app.command("reward", epilog=reward.EPILOG)(reward.reward)
+app.command("higher-order", epilog=higher_order.EPILOG)(higher_order.higher_order)
+app.command("train")(train.train)
+app.command("serve")(serve.serve)
+app.command("report", epilog=report.EPILOG)(report.report)
+app.command("export", epilog=export.EPILOG)(export.export)
+app.add_typer(pool.pool_app, name="pool")
+app.add_typer(examples.examples_app, name="examples")
+app.add_typer(image.image_app, name="image")

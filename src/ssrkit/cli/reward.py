@@ -9,9 +9,8 @@ import typer
 from rich.table import Table
 
 from ..artifact import find_artifacts
-from ..errors import SsrkitError
-from ..reward import DEFAULT_ALPHA, check_alpha
-from ..solve import artifact_reward, write_reward
+from ..reward import DEFAULT_ALPHA
+from ..attempts import artifact_reward, reward_alpha, write_reward
 from .common import safe, ConfigOpt, JsonOpt, config_for, console, print_json
 
 EPILOG = """
@@ -38,12 +37,7 @@ def reward(
     as_json: bool = JsonOpt,
 ) -> None:
     """Compute rewards from validation.json and the graded attempts; write reward.json."""
-    cfg = config_for(config, None)
-    a = alpha if alpha is not None else float(cfg.get("reward", "alpha", DEFAULT_ALPHA))
-    try:
-        a = check_alpha(a)
-    except ValueError as e:
-        raise SsrkitError(f"--alpha: {e}")
+    a = reward_alpha(config_for(config, None), alpha)
     found = find_artifacts(artifacts)
     records = [write_reward(art, a) if write else artifact_reward(art, a) for art in found]
     if as_json:

@@ -9,7 +9,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from ..artifact import Artifact
+from ..artifact import BUG_DIFF, METADATA, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
+from ..attempts import scored_attempts
 from ..text import printable
 from .common import safe, STATUS_STYLE, console, print_json
 
@@ -51,17 +52,17 @@ def show(
         if meta.injector:
             info.add_row("injector", safe(", ".join(f"{k}={v}" for k, v in meta.injector.items())))
     else:
-        info.add_row("metadata", "[dim]no artifact.toml (hand-written: validate with --repo PATH)[/]")
+        info.add_row("metadata", f"[dim]no {METADATA} (hand-written: validate with --repo PATH)[/]")
     info.add_row("test files", safe("\n".join(art.test_files)) or "[red]none[/]")
     console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left"))
 
     if diffs:
-        for name, text in (("bug_inject.diff", art.bug_diff), ("test_weaken.diff", art.weaken_diff)):
+        for name, text in ((BUG_DIFF, art.bug_diff), (WEAKEN_DIFF, art.weaken_diff)):
             body = Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
             console.print(Panel(body, title=name, title_align="left"))
     if script:
-        console.print(Panel(Syntax(printable(art.test_script), "bash", theme="ansi_dark"), title="test_script.sh", title_align="left"))
-        console.print(Panel(Syntax(printable(art.test_parser), "python", theme="ansi_dark"), title="test_parser.py", title_align="left"))
+        console.print(Panel(Syntax(printable(art.test_script), "bash", theme="ansi_dark"), title=TEST_SCRIPT, title_align="left"))
+        console.print(Panel(Syntax(printable(art.test_parser), "python", theme="ansi_dark"), title=TEST_PARSER, title_align="left"))
 
     if validation:
         table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
@@ -78,12 +79,8 @@ def show(
                           + (" …" if len(validation["fail_to_pass"]) > 10 else ""))
     else:
         console.print("[dim]not validated yet: run `ssrkit validate` on it[/]")
-    attempts = art.attempt_dirs()
+    attempts = scored_attempts(art)
     if attempts:
-        passed = 0
-        for d in attempts:
-            ev = art.read_json(f"attempts/{d.name}/eval.json") or {}
-            passed += bool(ev.get("passed"))
-        console.print(f"attempts: {len(attempts)}, solved: {passed}")
+        console.print(f"attempts: {len(attempts)}, solved: {sum(a.passed for a in attempts)}")
     if reward:
         console.print(f"reward: solve rate {reward.get('solve_rate')}, injector reward {reward.get('injector_reward')}")

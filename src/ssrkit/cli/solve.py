@@ -10,16 +10,19 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..agents.endpoints import client_from_config
+from ..agents.loop import AgentConfig
 from ..artifact import Artifact, find_artifacts
+from ..attempts import attempt_records
 from ..errors import SsrkitError
-from ..grade import GradeSettings
-from ..solve import SOLVERS, Engine, SolveOptions, attempt_records, make_solver
+from ..executor import Shard, executor_from_config, shard_items
+from ..solve import Engine, SolveOptions, solvable
+from ..solvers import SOLVERS, make_solver
 from ..source import RepoSource
-from ..executor import Shard, shard_items
-from .common import (safe, ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
-                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt,
-                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, executor_for, explicit_source,
-                     model_client, print_json, sandbox_options, source_for)
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+                     MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
+                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, safe,
+                     source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -52,7 +55,8 @@ def solve(
     solver: str = typer.Option("llm", "--solver", "-s",
                                help=f"Who solves: {', '.join(sorted(SOLVERS))}."),
     attempts: Optional[int] = typer.Option(None, "--attempts", "-n", min=0,
-                                           help="Finished attempts each artifact must have (default 8)."),
+                                           help=f"Finished attempts each artifact must have (default: \\[solve] attempts, else "
+                                                f"{SolveOptions.attempts})."),
     jobs: Optional[int] = JobsOpt,
     executor: Optional[str] = ExecutorOpt,
     ray_address: Optional[str] = RayAddressOpt,
@@ -61,7 +65,7 @@ def solve(
     regrade: bool = typer.Option(False, "--regrade", help="Re-grade saved fix.diff files; run no solver."),
     patch: Optional[Path] = typer.Option(None, "--patch", help="Grade this diff ('-' = stdin) as a new attempt.",
                                          show_default=False),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default: [validate] timeout, 90)."),
+    timeout: Optional[float] = TimeoutOpt,
     base_url: Optional[List[str]] = BaseUrlOpt,
     model: Optional[str] = ModelOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
@@ -94,17 +98,12 @@ def solve(
     items = [(a, source_for(a, explicit)) for a in found]
     first = items[0][1] if items else None
     cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
-    options = SolveOptions(
-        grade=GradeSettings.from_config(cfg, timeout=timeout),
-        backend=backend or cfg.get("sandbox", "backend", "auto"),
-        sandbox=sandbox_options(cfg),
-        jobs=jobs or int(cfg.get("solve", "jobs", 1)),
-        seed=seed,
-        hide=[str(p) for p in cfg.get("solve", "hide", [])],
-    )
+    options = SolveOptions.from_config(cfg, backend=backend, jobs=jobs, timeout=timeout, seed=seed, attempts=attempts)
     engine = Engine(options)
     named_one = len(artifacts) == 1 and len(found) == 1 and found[0].path.resolve() == artifacts[0].resolve()
-    items = _solvable(items, quiet=as_json, strict=named_one or patch is not None)
+    items, notes = solvable(items, strict=named_one or patch is not None)
+    for note in notes:
+        err_console.print(f"[yellow]{safe(note)}[/]", highlight=False)
     if not items:  # a batch of artifacts that are all invalid: nothing to do (the notes say why)
         if as_json:
             print_json([])
@@ -123,24 +122,17 @@ def solve(
 
     the_solver = None
     if not regrade:
-        n = attempts if attempts is not None else int(cfg.get("solve", "attempts", 8))
         client = None
         if solver == "llm":
-            client = model_client(cfg, "solve", base_url=base_url, model=model, api_key_env=api_key_env,
-                                  temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
-        model_options: dict[str, Any] = {
-            "client": client,
-            "budget_runs": budget_runs,
-            "partial": partial,
-            "agent": {**{k: v for k, v in cfg.section("agent").items() if not isinstance(v, dict)},
-                      **({"max_turns": max_turns} if max_turns else {})},
-        }
-        the_solver = make_solver(solver, **model_options)
-    with executor_for(cfg, executor, ray_address, options.jobs) as ex:
+            client = client_from_config(cfg, "solve", base_url=base_url, model=model, api_key_env=api_key_env,
+                                        temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
+        the_solver = make_solver(solver, client=client, budget_runs=budget_runs, partial=partial,
+                                 agent=AgentConfig.from_config(cfg, max_turns=max_turns))
+    with executor_from_config(cfg, executor, ray_address, options.jobs) as ex:
         if the_solver is None:
             records = _with_progress(lambda cb: engine.regrade(items, on_done=cb, executor=ex), "regrade", as_json)
         else:
-            records = _with_progress(lambda cb: engine.solve(items, the_solver, attempts=n, redo=redo, on_done=cb,
+            records = _with_progress(lambda cb: engine.solve(items, the_solver, redo=redo, on_done=cb,
                                                              executor=ex), f"solve ({solver})", as_json)
     _render(records, as_json, items)
 
@@ -152,31 +144,6 @@ def _read_patch(path: Path) -> str:
         raise SsrkitError(f"--patch {path}: no such file")
     except IsADirectoryError:
         raise SsrkitError(f"--patch {path} is a directory; give a diff file")
-
-
-def _solvable(items: list[tuple[Artifact, RepoSource]], quiet: bool,
-              strict: bool = True) -> list[tuple[Artifact, RepoSource]]:
-    """Drop invalid artifacts with a note; unvalidated or stale ones are an error (validate first).
-
-    When every artifact is invalid: an error if `strict` (one artifact named on the command line), else an
-    empty list (a directory of a pipeline's artifacts that are all invalid is nothing to do)."""
-    from ..grade import load_expectations
-
-    keep, notes = [], []
-    for art, source in items:
-        data = art.validation
-        if data is not None and data.get("valid") is False and data.get("content_id") in (None, art.content_id()):
-            notes.append(f"skipped {art.path}: invalid (validate it first after fixing it)")
-            continue
-        load_expectations(art)  # raises the "validate it first" errors
-        keep.append((art, source))
-    if not keep and strict:
-        if len(items) == 1:
-            load_expectations(items[0][0])
-        raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
-    for n in notes:
-        err_console.print(f"[yellow]{safe(n)}[/]", highlight=False)
-    return keep
 
 
 def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:

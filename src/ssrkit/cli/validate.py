@@ -10,11 +10,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..artifact import Artifact, find_artifacts
-from ..executor import Shard, shard_items
+from ..executor import Shard, executor_from_config, shard_items
+from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator, validate_all
-from .common import (safe, STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
-                     RepoOpt, ShardOpt, WorkdirOpt, config_for, console, executor_for, explicit_source, print_json,
-                     sandbox_options, source_for)
+from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
+                     RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, config_for, console, explicit_source, print_json, safe,
+                     source_for)
 
 EPILOG = """
 [bold]Examples[/]
@@ -48,7 +49,7 @@ def validate(
     executor: Optional[str] = ExecutorOpt,
     ray_address: Optional[str] = RayAddressOpt,
     shard: Optional[str] = ShardOpt,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds per test run (default 90)."),
+    timeout: Optional[float] = TimeoutOpt,
     flaky_runs: Optional[int] = typer.Option(None, "--flaky-runs", min=0,
                                              help="Repeat the original run K more times; reject changing statuses."),
     min_passing_tests: Optional[int] = typer.Option(None, "--min-passing-tests", min=1,
@@ -74,16 +75,12 @@ def validate(
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
     cfg = config_for(config, Path(items[0][1].path) if items and items[0][1].kind == "local" else None)
-    cfg.override("validate", timeout=timeout, flaky_runs=flaky_runs, min_passing_tests=min_passing_tests,
-                 min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
-                 total_break=total_break, jobs=jobs)
-    if no_cache:
-        cfg.override("validate", cache=False)
-    settings = Settings.from_section(cfg.section("validate"))
-    validator = Validator(settings, backend=backend or cfg.get("sandbox", "backend", "auto"),
-                          options=sandbox_options(cfg))
+    settings = Settings.from_config(cfg, timeout=timeout, flaky_runs=flaky_runs, min_passing_tests=min_passing_tests,
+                                    min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
+                                    total_break=total_break, jobs=jobs, cache=False if no_cache else None)
+    validator = Validator(settings, backend=backend_from_config(cfg, backend), options=SandboxOptions.from_config(cfg))
 
-    with executor_for(cfg, executor, ray_address, settings.jobs) as ex:
+    with executor_from_config(cfg, executor, ray_address, settings.jobs) as ex:
         results = _validate(items, validator, redo or no_cache, as_json, ex)
     if as_json:
         print_json(results)

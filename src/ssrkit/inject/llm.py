@@ -1,33 +1,215 @@
-"""The LLM injector as a batch: N agent runs in parallel sandboxes, each validated (SPEC §4).
+"""The LLM injector (SPEC §4): one agent run in a sandbox → one artifact directory, and the batch of N runs.
 
-Unlike the procedural injector, every finished injection is kept, valid or not: the injector's reward is −1
-for an invalid artifact, and training needs those rollouts too. Injection i of a seed always lands in the
-same directory (`llm-s<seed>-<i>`), so a re-run skips finished ones; one that was killed mid-way is moved
-aside (`….interrupted`, its trajectory kept) and run again.
+One run (`run_llm_injection`): the agent writes the five SSR files into a submission directory in the
+sandbox's scratch area — outside the repository, so they can never leak into the diffs the agent computes
+with `git diff`. On submit they are read back and written, with `artifact.toml` and the trajectory, via
+`create_artifact`; the run itself only records what the model produced.
+
+The batch (`inject_llm`): N runs in parallel sandboxes, each validated. Unlike the procedural injector,
+every finished injection is kept, valid or not: the injector's reward is −1 for an invalid artifact, and
+training needs those rollouts too. Injection i of a seed always lands in the same directory
+(`llm-s<seed>-<i>`), so a re-run skips finished ones; one that was killed mid-way is moved aside
+(`….interrupted`, its trajectory kept) and run again. The batch returns an `InjectReport` and writes it to
+`out/inject.json`.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
+import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..agents import AgentConfig, ModelClient
-from ..agents.injector import DEFAULT_MIXTURE, Thresholds, choose_strategy
-from ..agents.prompts import STRATEGIES
-from ..artifact import METADATA, TRAJECTORY, VALIDATION, Artifact
+from ..agents import STRATEGIES, Agent, AgentConfig, ModelClient, Trajectory, injector_prompts
+from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
+                        TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
 from ..config import Config
 from ..errors import SsrkitError
-from ..executor import ArtifactRef, write_tree
+from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
 from ..fsutil import read_json
-from ..sandbox import SandboxOptions
+from ..sandbox import SandboxOptions, backend_from_config
+from ..sandbox.base import Sandbox
+from ..testrun import TEST_TIMEOUT
 from ..source import RepoSource, head_commit
+from ..units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
+from .summary import Injection, InjectReport, StrategyStats
 
 if TYPE_CHECKING:
     from ..executor import Executor, Shard
 
+#: `injector.agent` in the artifacts this injector writes
+AGENT = "llm"
+
+DEFAULT_MIXTURE = {"removal": 0.5, "history": 0.5}
+SUBMISSION_DIRNAME = "ssrkit_submission"
+
+
+@dataclass
+class Thresholds:
+    """Filled into the prompt; the same numbers `validate` enforces."""
+
+    min_passing_tests: int = 5
+    min_failing_tests: int = 1
+    min_changed_files: int = 1
+
+
+@dataclass
+class InjectionResult:
+    """How one injection ended. `artifact` is set only when all five files were collected."""
+
+    out_dir: Path
+    strategy: str
+    exit_status: str
+    trajectory_path: Path
+    artifact: Path | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.artifact is not None
+
+
+def choose_strategy(mixture: dict[str, float] | None, rng: random.Random) -> str:
+    """Sample a strategy from a mixture of non-negative weights (they need not sum to 1)."""
+    mixture = dict(mixture or DEFAULT_MIXTURE)
+    bad = [s for s in mixture if s not in STRATEGIES]
+    if bad:
+        raise SsrkitError(f"unknown injection strateg{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
+                          f"known: {', '.join(STRATEGIES)}")
+    if any(w < 0 for w in mixture.values()) or sum(mixture.values()) <= 0:
+        raise SsrkitError(f"strategy mixture needs non-negative weights with a positive sum, got {mixture}")
+    names = sorted(mixture)
+    return rng.choices(names, weights=[mixture[n] for n in names], k=1)[0]
+
+
+def run_llm_injection(
+    sandbox: Sandbox,
+    client: ModelClient,
+    *,
+    out_dir: str | Path,
+    strategy: str | None = None,
+    mixture: dict[str, float] | None = None,
+    thresholds: Thresholds | None = None,
+    seed: int | None = None,
+    config: AgentConfig | None = None,
+    source: RepoSource | None = None,
+    base_commit: str | None = None,
+    test_timeout: float = TEST_TIMEOUT,
+    exclude_tests: list[str] | None = None,
+) -> InjectionResult:
+    """Run the injector agent in `sandbox` and write the artifact directory `out_dir`.
+
+    `strategy` None samples one from `mixture` (default 50/50 removal/history) with `seed`. The trajectory
+    is kept at `out_dir/trajectory.json` from the first step on, also when the run fails; `out_dir` becomes
+    an artifact (five files + artifact.toml, written last) only when every file was submitted non-empty.
+    A submission that lacks files keeps exit_status "submitted" — the model did submit — with an `error`
+    naming each missing file. Raises only for an unusable endpoint (ModelError) or a reused `out_dir`.
+    """
+    out_dir = Path(out_dir)
+    if (out_dir / METADATA).exists() or any((out_dir / n).exists() for n in CORE_FILES):
+        raise SsrkitError(f"{out_dir} already holds an artifact; choose a new directory or remove it")
+    thresholds = thresholds or Thresholds()
+    config = config or AgentConfig()
+    mixture = dict(mixture or DEFAULT_MIXTURE)
+    rng = random.Random(seed)
+    strategy = strategy or choose_strategy(mixture, rng)
+    if strategy not in STRATEGIES:
+        raise SsrkitError(f"unknown injection strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+
+    sub = sandbox.scratch_path(SUBMISSION_DIRNAME)
+    prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=60)
+    if not prep.ok:
+        raise SsrkitError(f"could not create the submission directory {sub} in the sandbox: {prep.output[:300]}")
+    if base_commit is None:
+        head = sandbox.run("git rev-parse HEAD", timeout=60)
+        base_commit = head.output.strip() if head.ok else None
+
+    system, task = injector_prompts(
+        strategy, submission_dir=sub, min_passing_tests=thresholds.min_passing_tests,
+        min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
+        test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
+        exclude_tests=exclude_tests or ())
+    traj_path = out_dir / TRAJECTORY
+    info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
+            "thresholds": vars(thresholds).copy(), "submission_dir": sub}
+    traj = Trajectory("injector", model=client.describe(), limits=config.to_dict(), path=traj_path, info=info)
+
+    rejected = []
+
+    def check_submission() -> str | None:
+        problems = _problems(_collect(sandbox, sub))
+        if not problems or rejected:  # one second chance; then the driver reports what is missing
+            return None
+        rejected.append(problems)
+        return (f"Not submitted: {'; '.join(problems)} in {sub}. Write the missing files there and call "
+                f"submit again.")
+
+    agent = Agent(client, sandbox, config, on_submit=check_submission, writable_dirs=(sub,))
+    agent.run(traj, system, task)
+    result = InjectionResult(out_dir=out_dir, strategy=strategy, exit_status=traj.exit_status,
+                             trajectory_path=traj_path, error=traj.error, seconds=round(traj.elapsed(), 3))
+    if traj.exit_status != "submitted":
+        result.error = result.error or f"the injector did not submit ({traj.exit_status})"
+        return result
+
+    files = _collect(sandbox, sub)
+    problems = _problems(files)
+    if problems:
+        result.missing = [n for n, text in files.items() if text is None or not text.strip()]
+        result.error = f"submission incomplete: {'; '.join(problems)} (in the sandbox's {sub})"
+        traj.set_error(result.error)
+        return result
+
+    traj.set_submission({**(traj.data["submission"] or {}), "files": list(CORE_FILES)})
+    meta = Metadata(
+        repo=source, base_commit=base_commit, strategy=strategy, order=1,
+        injector={"agent": AGENT, "model": client.model, "base_url": client.public_url, "seed": seed,
+                  "strategy_mixture": mixture, "trajectory": TRAJECTORY,
+                  "sampling": client.sampling.to_dict()},
+    )
+    text = {n: t or "" for n, t in files.items()}
+    test_files = [ln.strip() for ln in text[TEST_FILES].splitlines() if ln.strip()]
+    art = create_artifact(out_dir, bug_diff=text[BUG_DIFF], weaken_diff=text[WEAKEN_DIFF],
+                          test_script=text[TEST_SCRIPT], test_files=test_files, test_parser=text[TEST_PARSER],
+                          metadata=meta, trajectory=traj.data)
+    result.artifact = art.path
+    return result
+
+
+def _collect(sandbox: Sandbox, sub: str) -> dict[str, str | None]:
+    """The five files from the submission directory (None when absent); the paper's names accepted too."""
+    out: dict[str, str | None] = {}
+    for name in CORE_FILES:
+        out[name] = None
+        for candidate in (name, *ALIASES.get(name, ())):
+            try:
+                out[name] = sandbox.read_file(f"{sub}/{candidate}").decode("utf-8", errors="replace")
+            except (FileNotFoundError, IsADirectoryError):
+                continue
+            if out[name].strip():
+                break
+    return out
+
+
+def _problems(files: dict[str, str | None]) -> list[str]:
+    return [f"{n} is {'missing' if text is None else 'empty'}" for n, text in files.items()
+            if text is None or not text.strip()]
+
+
+def injection_summary(result: InjectionResult) -> dict[str, Any]:
+    """A JSON-able line for logs and `--json` output."""
+    return {"out_dir": str(result.out_dir), "ok": result.ok, "strategy": result.strategy,
+            "exit_status": result.exit_status, "error": result.error, "seconds": result.seconds,
+            "artifact": str(result.artifact) if result.artifact else None, "missing": result.missing}
+
+
+# -- the batch -------------------------------------------------------------------------------------
 
 def parse_mixture(text: str | None) -> dict[str, float]:
     """'removal,history' (equal weights) or 'removal=0.7,direct=0.3' → weights; default 50/50 removal/history."""
@@ -51,18 +233,6 @@ def parse_mixture(text: str | None) -> dict[str, float]:
     if not out or sum(out.values()) <= 0:
         raise SsrkitError("the strategy mixture has no positive weight")
     return out
-
-
-@dataclass
-class LLMStats:
-    tried: int = 0
-    valid: int = 0
-    kept: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tried": self.tried, "valid": self.valid, "kept": self.kept,
-                "yield": round(self.valid / self.tried, 4) if self.tried else 0.0, "statuses": self.statuses}
 
 
 def _finished(d: Path) -> bool:
@@ -98,27 +268,29 @@ def inject_llm(
     backend: str | None = None,
     options: SandboxOptions | None = None,
     validate: bool = True,
-    on_done: Callable[[dict[str, Any]], None] | None = None,
+    on_done: Callable[[Injection], None] | None = None,
     executor: "Executor | None" = None,
     shard: "Shard | None" = None,
-) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Run `n` LLM injections into `out/`; returns (one dict per injection, per-strategy stats).
+) -> InjectReport:
+    """Run `n` LLM injections into `out/`; returns the report (one `Injection` each, per-strategy stats),
+    also written to `out/inject.json`.
 
     Each injection (and its validation) is a unit of `executor` (default: the local pool of `jobs`); with
     `shard` K/N only the injections i with i mod N = K−1 run, so N shards together make the same n."""
+    started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     mixture = mixture or dict(DEFAULT_MIXTURE)
-    settings = Settings.from_section(config.section("validate"))
+    settings = Settings.from_config(config)
     thresholds = Thresholds(settings.min_passing_tests, settings.min_failing_tests, settings.min_changed_files)
-    agent_cfg = AgentConfig.from_dict(config.section("agent"))
-    backend = backend or config.get("sandbox", "backend", "auto")
+    agent_cfg = AgentConfig.from_config(config)
+    backend = backend_from_config(config, backend)
     validator = Validator(settings, backend=backend, options=options)
     base_commit = head_commit(source.path) if source.kind == "local" else None
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
-    stats: dict[str, LLMStats] = {}
+    stats: dict[str, StrategyStats] = {}
     from ..executor import LocalExecutor, run_units
-    from ..units import LLMInjection, ValidatorSpec, llm_injection_unit
+    from ..validate import ValidatorSpec
 
     ex = executor or LocalExecutor(max(1, min(jobs, n)))
     indices = [i for i in range(n) if shard is None or shard.owns_index(i)]
@@ -152,23 +324,75 @@ def inject_llm(
             art_id = art.id
             if validate:
                 valid = bool((art.validation or {}).get("valid"))
-        record = {"id": art_id, "path": str(d), "strategy": strategy, "exit_status": status, "error": error,
-                  "valid": valid, "reused": reused}
-        st = stats.setdefault(strategy, LLMStats())
+        record = Injection(art_id, d, strategy, status, error=error, valid=valid, reused=reused)
+        st = stats.setdefault(strategy, StrategyStats())
         st.tried += 1
         st.kept += art_id is not None
         st.valid += bool(valid)
-        key = "valid" if valid else ("invalid" if art_id else status)
-        st.statuses[key] = st.statuses.get(key, 0) + 1
+        st.count("valid" if valid else ("invalid" if art_id else status))
         if on_done:
             on_done(record)
         records[k] = record
 
-    records: dict[int, dict[str, Any]] = {}
+    records: dict[int, Injection] = {}
     try:
         run_units(ex, llm_injection_unit, args, done)
     finally:
         if executor is None:
             ex.close()
-    records = [records[k] for k in range(len(args))]  # type: ignore[assignment]
-    return records, {k: v.to_dict() for k, v in sorted(stats.items())}
+    report = InjectReport(AGENT, n, [records[k] for k in range(len(args))], dict(sorted(stats.items())),
+                          seconds=time.monotonic() - started)
+    report.write(out)
+    return report
+
+
+# -- one LLM injection (and its validation) --------------------------------------------------------
+
+@dataclass
+class LLMInjection:
+    """What every injection of one `inject --agent llm` run shares."""
+
+    source: SourceRef
+    client: Any
+    mixture: dict[str, float]
+    thresholds: Any
+    agent: Any
+    base_commit: str | None
+    timeout: float
+    exclude_tests: list[str]
+    backend: str
+    options: SandboxOptions | None
+    validator: Any  # a Validator, a ValidatorSpec, or None (no validation)
+
+
+def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed: int,
+                       reused: bool) -> tuple[str, str | None, dict[str, bytes] | None]:
+    """Run one injection into `ref`'s directory (unless `reused`: it ended earlier) and validate what it
+    made: (exit status, error, the directory's files when the driver must write them)."""
+    from ..sandbox import open_sandbox
+    from ..validate import cached_validator, write_report
+
+    with scratch_for(ref) as scratch:
+        d = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
+        source = env.source.materialize()
+        if not reused:
+            if scratch is not None:
+                shutil.rmtree(d)  # run_llm_injection makes the directory itself
+            with open_sandbox(source, env.backend, env.options) as sb:
+                result = run_llm_injection(sb, env.client, out_dir=d, strategy=strategy, mixture=env.mixture,
+                                           thresholds=env.thresholds, seed=seed, config=env.agent,
+                                           source=env.source.source, base_commit=env.base_commit,
+                                           test_timeout=env.timeout, exclude_tests=env.exclude_tests)
+            status, error = result.exit_status, result.error
+        else:
+            traj = read_json(d / TRAJECTORY) if (d / TRAJECTORY).is_file() else {}
+            status, error = traj.get("exit_status", "submitted"), traj.get("error")
+        if env.validator is not None and (d / METADATA).is_file():
+            art = Artifact(d)
+            if art.validation is None:
+                report = relabel(cached_validator(env.validator).validate(art, source), path_mapping(d, ref, source, env.source))
+                report.source = env.source.source.to_dict()
+                write_report(art, report)
+        files = read_tree(d) if scratch is not None else None
+    mapping = path_mapping(d, ref, source, env.source)
+    return relabel(status, mapping), relabel(error, mapping), relabel_bytes(files, mapping) if files else files

@@ -1,72 +1,59 @@
-"""The procedural injector: no model, seeded, reproducible (SPEC §4).
+"""The procedural injector: no model, seeded, reproducible (SPEC §4). This module schedules; the candidates
+come from `candidates` (one seeded stream per strategy) and each is evaluated by `evaluate`.
 
 Pipeline for one repository:
 
 1. Open one sandbox per worker; map the suite's per-test coverage once (cached per repository state).
-2. Candidate streams, one per strategy, each driven by its own seeded RNG:
-   `expression` and `removal` pick a covered function, an operator, then a site on a covered line;
-   `history` undoes, in today's code, past commits that changed code and tests; `combine` merges 2–3
-   valid bugs of this run that touch different files.
-3. Per candidate, in a worker's sandbox (reset between candidates, never re-created): write the bug and
-   take `git diff`; pre-screen by running only the tests covering the mutated lines with fail-fast
-   (nothing fails, or the tests do not even import ⇒ discard); run the selected test files to find the
-   failing tests; remove exactly those test functions (`test_weaken.diff`); write the artifact and
-   validate it with `ssrkit.validate` in the same sandbox. Only valid artifacts are kept.
+2. Candidate streams, one per strategy, each driven by its own seeded RNG (`candidates.stream`).
+3. Per candidate, in a worker's sandbox: pre-screen, find the failing tests, weaken, write and validate
+   (`evaluate.Evaluator`). Only valid artifacts are kept.
 4. Each strategy keeps the first valid artifacts of its stream, in stream order, up to its share of
    `n`, whatever order the workers finish in: the same seed gives the same artifacts (ids are content
    hashes; `created` is the only field that differs). A strategy that runs dry passes its share on.
+5. The kept artifacts move from the staging directory to `out/<id>/`; `out/inject.json` records the run
+   (`summary.InjectReport`).
 
 Core module: no rendering; progress is reported through `on_event`.
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
-import random
+import shlex
 import shutil
-import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from itertools import combinations
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .. import patch as patches
-from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata, create_artifact
+from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
-from ..executor import Executor, LocalExecutor, Shard
+from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..fsutil import atomic_write_json
-from ..sandbox import Sandbox, SandboxOptions, open_sandbox
+from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from ..source import RepoSource
-from ..testrun import PASSED, run_tests
-from ..validate import Settings, Validator, write_report
-from .history import MAX_CODE_LINES, Commit, Revert, list_commits, recent_first, revert
-from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutations
-from .runner import PYTEST, UNITTEST, Profile, load_profile, locate_test
-from .source_text import SourceText
+from ..validate import Settings
+from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
+                         parse_strategies, plural, tail)
+from .candidates import stream as candidate_stream  # (Session.stream is its seeded front)
+from .evaluate import Evaluator, Existing
+from .history import Commit, list_commits
+from .runner import Profile, load_profile
+from .summary import InjectedArtifact, InjectReport, StrategyStats
 from .testmap import TestMap, build_testmap, repo_fingerprint
-from .weaken import WeakenError, relocate, remove_tests
 
-HISTORY = "history"
-COMBINE = "combine"
-STRATEGIES = (EXPRESSION, REMOVAL, HISTORY, COMBINE)
-BASE = "inject-base"
-AGENT = "procedural"
-MAX_PRESCREEN_TESTS = 200
+__all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
+           "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
+
 MIN_SCREEN_TIMEOUT = 15.0  # seconds
 COVERAGE_TIMEOUT = 600.0  # seconds for the whole suite under coverage (default of [inject] coverage_timeout)
 SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
 
-# outcome statuses
-VALID, REUSED = "valid", "reused"
-DISCARDS = ("unchanged", "duplicate", "no_tests", "harmless", "import_error", "timeout", "total_break",
-            "unweakenable", "invalid", "error")
 #: the setting that most often changes a run whose candidates were all discarded for this reason
 _HINTS = {
     "no_tests": "[validate] min_passing_tests in ssrkit.toml (fewer passing tests cover each candidate)",
@@ -83,239 +70,6 @@ _HINTS = {
 }
 
 
-@dataclass
-class Candidate:
-    strategy: str
-    index: int  # position in its strategy's stream
-    operator: str
-    target: str
-    detail: str
-    line: int | None = None
-    files: dict[str, str | None] = field(default_factory=dict)  # new contents (None = delete)
-    patches: list[str] = field(default_factory=list)  # combine: component bug diffs
-    prescreen_tests: list[str] = field(default_factory=list)
-    test_files: list[str] = field(default_factory=list)
-    components: list[str] = field(default_factory=list)
-
-    def injector(self, seed: int) -> dict[str, Any]:
-        d: dict[str, Any] = {"agent": AGENT, "operator": self.operator, "seed": seed, "target": self.target,
-                             "detail": self.detail, "candidate": self.index}
-        if self.line is not None:
-            d["line"] = self.line
-        if self.components:
-            d["components"] = self.components
-        return d
-
-
-@dataclass
-class Outcome:
-    candidate: Candidate
-    status: str
-    message: str = ""
-    artifact: Path | None = None
-    artifact_id: str | None = None
-    bug_key: str | None = None
-    bug_files: tuple[str, ...] = ()
-    fail_to_pass: list[str] = field(default_factory=list)
-    runs: int = 0
-    seconds: float = 0.0
-
-    @property
-    def valid(self) -> bool:
-        return self.status in (VALID, REUSED)
-
-
-@dataclass
-class Event:
-    """Progress report: one candidate finished (`outcome`), a phase message, or a note to keep (what was
-    excluded, which tracer measured coverage, an import from outside the workspace)."""
-
-    kind: str  # "phase" | "candidate" | "note"
-    message: str = ""
-    outcome: Outcome | None = None
-
-
-@dataclass
-class StrategyStats:
-    tried: int = 0
-    valid: int = 0
-    kept: int = 0
-    runs: int = 0
-    seconds: float = 0.0
-    statuses: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"tried": self.tried, "valid": self.valid, "kept": self.kept, "runs": self.runs,
-                "seconds": round(self.seconds, 3),
-                "yield": round(self.valid / self.tried, 4) if self.tried else 0.0, "statuses": self.statuses}
-
-
-@dataclass
-class InjectedArtifact:
-    id: str
-    path: Path
-    strategy: str
-    operator: str
-    target: str
-    detail: str
-    reused: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "path": str(self.path), "strategy": self.strategy, "operator": self.operator,
-                "target": self.target, "detail": self.detail, "reused": self.reused}
-
-
-@dataclass
-class InjectResult:
-    artifacts: list[InjectedArtifact]
-    stats: dict[str, StrategyStats]
-    runner: str
-    n_tests: int
-    seconds: float
-    coverage_seconds: float
-    requested: int
-    notes: list[str] = field(default_factory=list)
-    diagnosis: list[str] = field(default_factory=list)  # why nothing was written (empty when something was)
-    tracer: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"artifacts": [a.to_dict() for a in self.artifacts], "requested": self.requested,
-                "runner": self.runner, "tests": self.n_tests, "seconds": round(self.seconds, 3),
-                "coverage_seconds": round(self.coverage_seconds, 3), "tracer": self.tracer,
-                "notes": self.notes, "diagnosis": self.diagnosis,
-                "strategies": {k: v.to_dict() for k, v in self.stats.items()}}
-
-
-def parse_strategies(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    items = text.split(",") if isinstance(text, str) else list(text)
-    out = []
-    for item in items:
-        item = item.strip().lower()
-        if not item:
-            continue
-        if item not in STRATEGIES:
-            raise SsrkitError(f"unknown strategy {item!r}; choose from {', '.join(STRATEGIES)}")
-        if item not in out:
-            out.append(item)
-    if not out:
-        raise SsrkitError("no strategy given")
-    return tuple(out)
-
-
-# -- the repository model ----------------------------------------------------------------------------
-
-@dataclass
-class _Module:
-    path: str
-    st: SourceText
-    funcs: list[Function]
-    covered: set[int]
-
-
-class _Repo:
-    """What every stream needs to know about the repository, computed once."""
-
-    def __init__(self, sb: Sandbox, tm: TestMap, profile: Profile, settings: Settings, test_patterns: list[str]):
-        self.tm = tm
-        self.profile = profile
-        self.settings = settings
-        self.test_patterns = test_patterns
-        self.passing = tm.passing() - set(profile.exclude_tests) - tm.doctests
-        self.modules: dict[str, _Module] = {}
-        # files that define test functions are tests even when no test pattern names them (a root `test.py`)
-        defining = {tm.file_of(t) for t in tm.outcomes if t not in tm.doctests}
-        for path in tm.code_files(test_patterns):
-            if path in defining:
-                continue
-            try:
-                text = sb.read_file(path).decode("utf-8")
-                st = SourceText(text, path)
-            except (FileNotFoundError, UnicodeDecodeError, SyntaxError, ValueError):
-                continue
-            self.modules[path] = _Module(path, st, functions(st), tm.covered_lines(path))
-        # test files usable in a test script
-        by_file: dict[str, list[str]] = {}
-        for t in tm.outcomes:
-            f = tm.file_of(t)
-            if f:
-                by_file.setdefault(f, []).append(t)
-        self.tests_by_file = {f: sorted(ts) for f, ts in sorted(by_file.items())}
-        self.usable_files = []
-        self.excluded: dict[str, str] = {}  # test file -> why it is never selected
-        self.slow: dict[str, float] = {}  # test file -> seconds its passing tests took under coverage
-        failing = {t for t, st in tm.outcomes.items() if st not in (PASSED, "skipped") and t not in tm.doctests}
-        for f, ts in self.tests_by_file.items():
-            if not f.endswith(".py"):
-                continue  # doctest text files (--doctest-glob): run by nothing ssrkit writes, never weakened
-            ok = [t for t in ts if t in self.passing]
-            if not ok:
-                if any(t in failing for t in ts):
-                    self.excluded[f] = "no test passes on the original code"
-                continue
-            if profile.runner == UNITTEST and len(ok) != len(ts):  # unittest cannot deselect single tests
-                if any(t in failing for t in ts):
-                    self.excluded[f] = "some of its tests fail on the original code"
-                continue
-            seconds = sum(tm.durations.get(t, 0.0) for t in ok)
-            if seconds > settings.timeout:
-                self.slow[f] = seconds
-                continue
-            self.usable_files.append(f)
-        for f, why in tm.broken.items():
-            self.excluded.setdefault(f, f"error at collection: {why}")
-        self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded and t not in tm.cut)
-        self.cut = sorted(t for t in tm.cut if self.tm.file_of(t) not in self.excluded)
-        self.flaky: set[str] = set()
-        self._lock = threading.Lock()
-
-    def notes(self) -> list[str]:
-        """One line per kind of exclusion: test files and tests that fail on the original code."""
-        out = []
-        if self.excluded:
-            verb = "fails or errors" if len(self.excluded) == 1 else "fail or error"
-            out.append(f"excluded {_count(len(self.excluded), 'test file')} that {verb} on the original code: "
-                       + _listing([f"{f} ({why})" for f, why in sorted(self.excluded.items())]))
-        if self.slow:
-            out.append(f"not selecting {_count(len(self.slow), 'test file')} whose tests took longer under coverage "
-                       f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
-                       + _listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
-        if self.cut:
-            out.append(f"excluded {_count(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
-                       f"(longer than one test run may take, [validate] timeout): " + _listing(self.cut))
-        if self.failing:
-            verb = "fails" if len(self.failing) == 1 else "fail"
-            out.append(f"excluded {_count(len(self.failing), 'test')} that {verb} on the original code: "
-                       + _listing(self.failing))
-        return out
-
-    def exclude_flaky(self, tests: list[str]) -> list[str]:
-        """Never select `tests` again (they passed in the coverage run, then failed on the original code)."""
-        with self._lock:
-            new = sorted(set(tests) & self.passing)
-            if new:
-                self.flaky.update(new)
-                self.passing = self.passing - set(new)
-            return new
-
-    def select_tests(self, tests: set[str]) -> tuple[list[str], list[str], list[str]] | None:
-        """(test files, deselected ids, expected passing ids) for a set of tests that must run."""
-        files = {self.tm.file_of(t) for t in tests} & set(self.usable_files)
-        if not files:
-            return None
-
-        def expected(fs: set[str]) -> list[str]:
-            return [t for f in sorted(fs) for t in self.tests_by_file[f] if t in self.passing]
-
-        for f in self.usable_files:  # reach min_passing_tests with more files, in a fixed order
-            if len(expected(files)) >= self.settings.min_passing_tests:
-                break
-            files.add(f)
-        if len(expected(files)) < self.settings.min_passing_tests:
-            return None
-        deselect = [t for f in sorted(files) for t in self.tests_by_file[f] if t not in self.passing]
-        return sorted(files), deselect, expected(files)
-
-
 def foreign_imports(sb: Sandbox, python: str) -> dict[str, str]:
     """Top-level packages of the repository that `python` imports from outside the workspace (name -> path)."""
     from importlib import resources
@@ -323,7 +77,7 @@ def foreign_imports(sb: Sandbox, python: str) -> dict[str, str]:
     roots = list(getattr(sb, "import_roots", None) or [sb.root])
     script = sb.scratch_path("ssrkit_imports.py")
     sb.write_file(script, resources.files("ssrkit.sandbox").joinpath("_imports.py").read_bytes())
-    res = sb.run(" ".join(_q(a) for a in (python, script, *roots)), timeout=60)
+    res = sb.run(" ".join(shlex.quote(a) for a in (python, script, *roots)), timeout=60)
     try:
         found = json.loads(res.output.strip().splitlines()[-1]) if res.ok and res.output.strip() else {}
     except (ValueError, IndexError):
@@ -333,119 +87,7 @@ def foreign_imports(sb: Sandbox, python: str) -> dict[str, str]:
     return {n: w for n, w in found.items() if isinstance(w, str) and not w.startswith((root, real))}
 
 
-# -- candidate streams -------------------------------------------------------------------------------
-
-def _mutation_stream(repo: _Repo, family: str, rng: random.Random) -> Iterator[Candidate]:
-    pool: dict[tuple[str, str], list[Mutation]] = {}
-    for path, mod in sorted(repo.modules.items()):
-        for func in mod.funcs:
-            if not (set(func.body_lines) & mod.covered):
-                continue
-            muts = [m for m in mutations(mod.st, func, family) if m.line in mod.covered]
-            if muts:
-                pool[(path, func.qualname)] = muts
-    keys = sorted(pool)
-    seen: set[str] = set()
-    index = 0
-    while keys:
-        key = rng.choice(keys)
-        muts = pool[key]
-        op = rng.choice(sorted({m.operator for m in muts}))
-        m = rng.choice([m for m in muts if m.operator == op])
-        muts.remove(m)
-        if not muts:
-            keys.remove(key)
-        mod = repo.modules[key[0]]
-        new = m.apply(mod.st.text)
-        h = hashlib.sha256(f"{m.path}\0{new}".encode()).hexdigest()
-        if h in seen:
-            continue
-        seen.add(h)
-        lines = {mod.st.line_of(e.start) for e in m.edits} | {m.line}
-        tests = repo.tm.tests_covering(m.path, lines) & repo.passing
-        if not tests:
-            continue
-        yield Candidate(family, index, m.operator, f"{m.path}::{m.function}", m.detail, line=m.line,
-                        files={m.path: new}, prescreen_tests=sorted(tests))
-        index += 1
-
-
-def _changed_lines(old: str, new: str) -> set[int]:
-    """Lines of `old` (1-based) that a change from `old` to `new` touches (insertions: the neighbours)."""
-    out: set[int] = set()
-    sm = difflib.SequenceMatcher(None, old.splitlines(), new.splitlines(), autojunk=False)
-    for tag, i1, i2, _, _ in sm.get_opcodes():
-        if tag == "equal":
-            continue
-        out.update(range(i1 + 1, i2 + 1) if i2 > i1 else (i1, i1 + 1))
-    return out
-
-
-def _history_stream(repo: _Repo, sb: Sandbox, commits: list[Commit], rng: random.Random) -> Iterator[Candidate]:
-    order = recent_first([c for c in commits if c.code_lines <= MAX_CODE_LINES], rng)
-    plans: list[tuple[Commit, tuple[str, ...]]] = [(c, c.code_files) for c in order]
-    plans += [(c, (f,)) for c in order if len(c.code_files) > 1 for f in c.code_files]
-    reverts: dict[tuple[str, str], Revert | None] = {}
-    seen: set[str] = set()
-    index = 0
-    for commit, paths in plans:
-        files: dict[str, str | None] = {}
-        wholes: list[str] = []
-        tests: set[str] = set()
-        for path in paths:
-            mod = repo.modules.get(path)
-            if mod is None:
-                continue  # not a covered code file any more
-            key = (commit.sha, path)
-            r = reverts.pop(key) if key in reverts else revert(sb, commit, path, mod.st.text)
-            if len(paths) > 1:
-                reverts[key] = r  # for this file's own plan, later
-            if r is None:
-                continue
-            files[path] = r.text
-            if r.whole:
-                wholes.append(path)
-            tests |= repo.tm.tests_covering(path, _changed_lines(mod.st.text, r.text))
-            if not tests:
-                tests |= repo.tm.tests_covering(path, mod.covered)
-        tests &= repo.passing
-        if not files or not tests:
-            continue
-        h = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
-        if h in seen:
-            continue
-        seen.add(h)
-        names = ", ".join(f + (" (whole file)" if f in wholes else "") for f in sorted(files))
-        target = f"{commit.sha[:12]}:{','.join(sorted(files))}"
-        detail = f"undo {commit.sha[:12]} ({commit.subject[:70]}) in {names}"
-        yield Candidate(HISTORY, index, "history_revert", target, detail, files=files,
-                        prescreen_tests=sorted(tests))
-        index += 1
-
-
-def _combine_stream(pool: list[Outcome], rng: random.Random) -> Iterator[Candidate]:
-    pool = pool[:30]
-    combos: dict[int, list[tuple[Outcome, ...]]] = {2: [], 3: []}
-    for k in (2, 3):
-        for combo in combinations(pool, k):
-            files = [f for o in combo for f in o.bug_files]
-            if len(files) == len(set(files)):
-                combos[k].append(combo)
-        rng.shuffle(combos[k])
-    index = 0
-    while combos[2] or combos[3]:
-        k = 3 if combos[3] and (not combos[2] or rng.random() < 0.3) else 2
-        combo = combos[k].pop()
-        arts = [Artifact(o.artifact) for o in combo]  # type: ignore[arg-type]
-        tests = sorted({t for o in combo for t in o.fail_to_pass})
-        test_files = sorted({f for a in arts for f in a.test_files})
-        ids = [o.artifact_id or "" for o in combo]
-        yield Candidate(COMBINE, index, COMBINE, "+".join(ids),
-                        "; ".join(o.candidate.detail for o in combo),
-                        patches=[a.bug_diff for a in arts], prescreen_tests=tests, test_files=test_files,
-                        components=ids)
-        index += 1
-
+# -- scheduling ----------------------------------------------------------------------------------------
 
 @dataclass
 class _Stream:
@@ -482,269 +124,33 @@ class _Stream:
         return self.exhausted or self.it is None or self.submitted >= self.cap
 
 
-# -- the engine ----------------------------------------------------------------------------------------
-
-class _SharedValidator(Validator):
-    """Validates in the calling worker's sandbox (reset, never re-created) instead of opening new ones."""
-
-    def __init__(self, settings: Settings, engine: "_Engine"):
-        super().__init__(replace(settings, jobs=1))
-        self._engine = engine
-
-    @contextmanager
-    def open(self, source: RepoSource):
-        yield self._engine.sandbox()
-
-    @contextmanager
-    def slot(self):
-        yield
-
-    def known_run(self, diffs, script, parser):
-        known = getattr(self._engine._local, "bug_run", None)
-        if known is not None and [d for _, d in diffs] == [known[0]] and (script, parser) == known[1:3]:
-            return known[3]
-        return None
-
-
-class _Engine:
-    def __init__(self, source: RepoSource, out: Path, *, seed: int, settings: Settings, config: Config,
-                 opener: Callable[[RepoSource], Sandbox], on_event: Callable[[Event], None] | None):
-        self.source = source
-        self.out = out
-        self.seed = seed
-        self.settings = settings
-        self.config = config
-        self.opener = opener
-        self.on_event = on_event or (lambda e: None)
-        self._local = threading.local()
-        self._sandboxes: list[Sandbox] = []
-        self._lock = threading.Lock()
-        self.fingerprint = ""
-        self.base_commit: str | None = None
-        self.staging = out / ".staging"
-        self.existing: dict[str, tuple[Path, dict[str, Any]]] = {}
-        self.validator = _SharedValidator(settings, self)
-        self.repo: _Repo | None = None
-        self.screen_timeout: float | None = None  # pre-screen and bug runs (validation keeps its own)
-        self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
-
-    # sandboxes: one per worker thread, prepared once, reset between candidates
-    def sandbox(self) -> Sandbox:
-        sb = getattr(self._local, "sb", None)
-        if sb is None:
-            sb = self.opener(self.source)
-            with self._lock:
-                self._sandboxes.append(sb)
-            self._prepare(sb)
-            self._local.sb = sb
-        return sb
-
-    def _prepare(self, sb: Sandbox) -> None:
-        """Commit uncommitted work (so `git diff` shows only the bug) and remember that state as BASE."""
-        res = sb.run("git status --porcelain --untracked-files=normal", timeout=60, env={"GIT_OPTIONAL_LOCKS": "0"})
-        if res.ok and res.output.strip():
-            res = sb.run("git add -A . && git -c user.name=ssrkit -c user.email=ssrkit@localhost "
-                         "-c commit.gpgsign=false commit -q --no-verify -m 'ssrkit: inject base'", timeout=120)
-            if not res.ok:
-                raise SsrkitError(f"could not prepare the sandbox: {res.output.strip()[:300]}")
-        sb.snapshot(BASE)
-
-    def adopt(self, sb: Sandbox) -> None:
-        """Close `sb` with the workers' sandboxes."""
-        with self._lock:
-            self._sandboxes.append(sb)
-
-    def close(self) -> None:
-        for sb in self._sandboxes:
-            try:
-                sb.close()
-            except Exception:
-                pass
-
-    # -- one candidate -------------------------------------------------------------------------------
-    def evaluate(self, cand: Candidate) -> Outcome:
-        t0 = time.monotonic()
-        try:
-            out = self._evaluate(cand)
-        except WeakenError as e:
-            out = Outcome(cand, "unweakenable", str(e))
-        except SsrkitError as e:
-            out = Outcome(cand, "error", str(e))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            out = Outcome(cand, "error", f"{type(e).__name__}: {e}")
-        out.seconds = time.monotonic() - t0
-        return out
-
-    def _write_bug(self, sb: Sandbox, cand: Candidate) -> str:
-        sb.reset(BASE)
-        for diff in cand.patches:
-            sb.apply_patch(diff, label=BUG_DIFF)
-        for path, text in sorted(cand.files.items()):
-            if text is None:
-                sb.run(f"rm -f -- {_q(path)}", timeout=30)
-            else:
-                sb.write_file(path, text)
-        return sb.diff()
-
-    def _evaluate(self, cand: Candidate) -> Outcome:
-        repo = self.repo
-        assert repo is not None
-        sb = self.sandbox()
-        timeout = self.screen_timeout or self.settings.timeout
-        bug = self._write_bug(sb, cand)
-        if not bug.strip():
-            return Outcome(cand, "unchanged", "the edit changes nothing")
-        key = hashlib.sha256(bug.encode()).hexdigest()
-        bug_files = tuple(patches.touched_files(bug, BUG_DIFF))
-        if key in self.existing:
-            path, meta = self.existing[key]
-            inj = meta.get("injector", {})
-            if inj.get("seed") == self.seed and meta.get("strategy") == cand.strategy and \
-                    inj.get("agent") == AGENT and (Artifact(path).validation or {}).get("valid"):
-                v = Artifact(path).validation or {}
-                return Outcome(cand, REUSED, "already in the output directory", artifact=path,
-                               artifact_id=path.name, bug_key=key, bug_files=bug_files,
-                               fail_to_pass=list(v.get("fail_to_pass", [])))
-            return Outcome(cand, "duplicate", f"same bug as {path.name}", bug_key=key)
-
-        # tests: what must run
-        if cand.test_files:
-            files = [f for f in cand.test_files if f in repo.usable_files]
-            sel = repo.select_tests({t for f in files for t in repo.tests_by_file.get(f, [])})
-        else:
-            sel = repo.select_tests(set(cand.prescreen_tests))
-        if sel is None:
-            return Outcome(cand, "no_tests", f"fewer than {self.settings.min_passing_tests} passing tests cover it",
-                           bug_key=key)
-        test_files, deselect, expected = sel
-
-        # pre-screen: only the covering tests, stop at the first failure
-        runs = 1
-        pre = sb.run(repo.profile.failfast_command(cand.prescreen_tests[:MAX_PRESCREEN_TESTS]), timeout=timeout)
-        verdict = _prescreen_verdict(repo.profile.runner, pre)
-        if verdict != "fails":
-            return Outcome(cand, verdict, _tail(pre.output), bug_key=key, runs=runs)
-
-        # which selected tests fail with the bug
-        script = repo.profile.script(test_files, deselect)
-        parser = repo.profile.parser()
-        run = run_tests(sb, script, parser, timeout=timeout)
-        runs += 1
-        self._local.bug_run = (bug, script, parser, run)  # validation's bug_breaks run: the same state
-        if run.timed_out:
-            return Outcome(cand, "timeout", "the selected tests timed out with the bug", bug_key=key, runs=runs)
-        failing = [t for t in expected if run.statuses.get(t) != PASSED]
-        if not failing:
-            return Outcome(cand, "harmless", "no selected test fails", bug_key=key, runs=runs)
-        if len(failing) == len(expected):
-            return Outcome(cand, "total_break", "every selected test fails", bug_key=key, runs=runs)
-
-        # weaken: remove exactly the failing test functions
-        by_file: dict[str, list] = {}
-        for t in failing:
-            loc = locate_test(t, repo.profile.runner, repo.tm.test_files, test_files)
-            if loc is not None and loc.classes:
-                loc = relocate(loc, lambda f: sb.read_file(f).decode("utf-8"), repo.tests_by_file)
-            if loc is None or loc.file not in test_files:
-                where = f" (defined in {loc.file}, not a selected test file)" if loc is not None else ""
-                return Outcome(cand, "unweakenable", f"cannot locate the test {t}{where}", bug_key=key, runs=runs)
-            if not loc.file.endswith(".py"):
-                return Outcome(cand, "unweakenable", f"the failing test {t} is in {loc.file}, not a Python "
-                                                     f"test module; skipped", bug_key=key, runs=runs)
-            by_file.setdefault(loc.file, []).append(loc)
-        sb.reset(BASE)
-        for f, locs in sorted(by_file.items()):
-            text = sb.read_file(f).decode("utf-8")
-            sb.write_file(f, remove_tests(text, locs, f))
-        weaken = sb.diff()
-
-        # the artifact, validated in this sandbox
-        staging = self.staging / f"{cand.strategy}-{cand.index:05d}"
-        if staging.exists():
-            shutil.rmtree(staging)
-        meta = Metadata(repo=self.source, base_commit=self.base_commit, strategy=cand.strategy, order=1,
-                        injector=cand.injector(self.seed))
-        art = create_artifact(staging, bug_diff=bug, weaken_diff=weaken, test_script=script,
-                              test_files=test_files, test_parser=parser, metadata=meta)
-        report = self.validator.validate(art, self.source)
-        write_report(art, report)
-        runs += sum(1 for name in report.runs if name != "bug")  # the bug run was handed over
-        runs -= "original run taken from the cache" in report.warnings
-        if not report.valid:
-            first = report.first_failure
-            if first is not None and first.name == "original_passes":
-                statuses = report.runs.get("original", {}).get("statuses", {})
-                flaky = repo.exclude_flaky([t for t, st in statuses.items() if st != PASSED])
-                if flaky:
-                    self.on_event(Event("note", f"excluded {_count(len(flaky), 'test')} that passed under coverage "
-                                                f"but failed on the original code (flaky): {_listing(flaky)}"))
-            return Outcome(cand, "invalid", f"{first.name}: {first.message}" if first else "invalid",
-                           artifact=staging, artifact_id=art.id, bug_key=key, runs=runs)
-        return Outcome(cand, VALID, f"{len(report.fail_to_pass)} FAIL_TO_PASS", artifact=staging,
-                       artifact_id=art.id, bug_key=key, bug_files=bug_files,
-                       fail_to_pass=list(report.fail_to_pass), runs=runs)
-
-    # -- scheduling ----------------------------------------------------------------------------------
-    def run_streams(self, streams: list[_Stream], pool: Executor, jobs: int) -> None:
-        """Evaluate candidates until every stream has its quota of valid ones or runs dry."""
-        inflight: dict[Future, _Stream] = {}
-        rr = 0
-        while True:
-            while len(inflight) < jobs:
-                needy = [s for s in streams if s.needy()]
-                if not needy:
-                    break
-                s = needy[rr % len(needy)]
-                rr += 1
-                cand = s.next()
-                if cand is None:
-                    continue
-                s.inflight += 1
-                inflight[pool.submit(self.evaluate, cand)] = s
-            if not inflight:
-                return
-            done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: (inflight[f].strategy,)):
-                s = inflight.pop(fut)
-                s.inflight -= 1
-                outcome = fut.result()
-                s.results[outcome.candidate.index] = outcome
-                if outcome.message:
-                    self.last_messages.setdefault(outcome.status, outcome.message)
-                self.on_event(Event("candidate", outcome.message, outcome))
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _listing(items: list[str], shown: int = 5) -> str:
-    more = f" and {len(items) - shown} more" if len(items) > shown else ""
-    return ", ".join(items[:shown]) + more
-
-
-def _q(s: str) -> str:
-    import shlex
-
-    return shlex.quote(s)
-
-
-def _tail(text: str, n: int = 300) -> str:
-    text = text.strip()
-    return text[-n:]
-
-
-def _prescreen_verdict(runner: str, res) -> str:
-    if res.timed_out:
-        return "timeout"
-    if res.exit_code == 0:
-        return "harmless"
-    if runner == PYTEST:
-        return "fails" if res.exit_code == 1 else "import_error"
-    if res.exit_code == 1 and "unittest.loader._FailedTest" not in res.output and \
-            "unittest.loader.ModuleImportFailure" not in res.output:
-        return "fails"
-    return "import_error"
+def _run_streams(session: "Session", streams: list[_Stream], pool: Executor) -> None:
+    """Evaluate candidates, `pool.slots` at a time, until every stream has its quota of valid ones or runs dry."""
+    inflight: dict[Future, _Stream] = {}
+    rr = 0
+    while True:
+        while len(inflight) < pool.slots:
+            needy = [s for s in streams if s.needy()]
+            if not needy:
+                break
+            s = needy[rr % len(needy)]
+            rr += 1
+            cand = s.next()
+            if cand is None:
+                continue
+            s.inflight += 1
+            inflight[session.submit(pool, cand)] = s
+        if not inflight:
+            return
+        done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+        for fut in sorted(done, key=lambda f: (inflight[f].strategy,)):
+            s = inflight.pop(fut)
+            s.inflight -= 1
+            outcome = session.receive(pool, fut.result())
+            s.results[outcome.candidate.index] = outcome
+            if outcome.message:
+                session.last_messages.setdefault(outcome.status, outcome.message)
+            session.emit(Event("candidate", outcome.message, outcome))
 
 
 def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
@@ -752,11 +158,11 @@ def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
     return {s: base + (1 if i < extra else 0) for i, s in enumerate(strategies)}
 
 
-def _scan_existing(out: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+def _scan_existing(out: Path) -> dict[str, Existing]:
     """Artifacts already in the output directory, by the hash of their bug diff."""
     import tomllib
 
-    found: dict[str, tuple[Path, dict[str, Any]]] = {}
+    found: dict[str, Existing] = {}
     if not out.is_dir():
         return found
     for d in sorted(out.iterdir()):
@@ -767,7 +173,13 @@ def _scan_existing(out: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
             meta = tomllib.loads((d / METADATA).read_text(encoding="utf-8")) if (d / METADATA).is_file() else {}
         except (OSError, ValueError):
             meta = {}
-        found.setdefault(hashlib.sha256(bug.read_bytes()).hexdigest(), (d, meta))
+        key = hashlib.sha256(bug.read_bytes()).hexdigest()
+        if key not in found:
+            try:
+                validation = Artifact(d).validation
+            except SsrkitError:
+                validation = None
+            found[key] = Existing(d, meta, validation)
     return found
 
 
@@ -787,7 +199,7 @@ class Session:
         if config is None:
             config = load_config(None, Path(self.source.path) if self.source.kind == "local" else None)
         self.config = config
-        self.settings = settings or Settings.from_section(config.section("validate"))
+        self.settings = settings or Settings.from_config(config)
         self.section = config.section("inject")
         self.test_patterns = list(config.get("validate", "test_patterns") or self.settings.test_patterns)
         self.out = Path(out)
@@ -804,16 +216,22 @@ class Session:
 
         self.emit = on_event = emit
         self.foreign: dict[str, str] = {}  # package under test -> where the tests import it from, if elsewhere
+        #: how another machine opens its sandboxes (None: a `sandbox_factory` was given, which cannot travel)
+        self.sandbox_spec: tuple[str, SandboxOptions] | None = None
         if sandbox_factory is None:
-            be = backend or config.get("sandbox", "backend", "auto")
+            be = backend_from_config(config, backend)
             opts = options or SandboxOptions()
+            self.sandbox_spec = (be, opts)
 
             def sandbox_factory(src: RepoSource) -> Sandbox:
                 return open_sandbox(src, be, opts)
 
-        self.engine = _Engine(self.source, self.out, seed=seed, settings=self.settings, config=config,
-                              opener=sandbox_factory, on_event=on_event)
+        #: evaluates candidates in the workers' sandboxes (tests reach its `sandbox()` and `screen_timeout`)
+        self.engine = Evaluator(self.source, self.out / ".staging", seed=seed, settings=self.settings,
+                                opener=sandbox_factory)
+        self._unit_env: Any = None  # what candidates take to another machine (`submit`), made on first use
         self.engine.existing = _scan_existing(self.out)
+        self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
         self.setup_sandbox: Sandbox | None = None
         self.profile: Profile | None = None
         self.testmap: TestMap | None = None
@@ -830,7 +248,7 @@ class Session:
         shutil.rmtree(self.engine.staging, ignore_errors=True)
 
     @property
-    def repo(self) -> _Repo:
+    def repo(self) -> RepoView:
         assert self.engine.repo is not None, "call setup() first"
         return self.engine.repo
 
@@ -843,15 +261,15 @@ class Session:
         from .runner import list_python_files
 
         self.profile = load_profile(sb, self.section, list_python_files(sb))
-        self.engine.fingerprint = repo_fingerprint(sb)
+        fingerprint = repo_fingerprint(sb)
         head = sb.run("git rev-parse HEAD", timeout=60)
         self.engine.base_commit = head.output.strip() if head.ok and head.output.strip() else None
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
                                      timeout=cov_timeout, test_limit=self.settings.timeout,
-                                     fingerprint=self.engine.fingerprint, cache=self.cache)
-        self.engine.repo = _Repo(sb, self.testmap, self.profile, self.settings, self.test_patterns)
+                                     fingerprint=fingerprint, cache=self.cache)
+        self.engine.repo = RepoView(sb, self.testmap, self.profile, self.settings, self.test_patterns)
         if not self.testmap.complete:
             self.emit(Event("note", f"the suite did not finish within its coverage timeout "
                                     f"({cov_timeout:g}s); using the "
@@ -872,15 +290,8 @@ class Session:
 
     def stream(self, strategy: str, pool: list[Outcome] | None = None) -> Iterator[Candidate]:
         """The seeded candidate stream of one strategy (`combine` needs the pool of valid outcomes)."""
-        rng = random.Random(f"ssrkit:{self.seed}:{strategy}")
-        if strategy in (EXPRESSION, REMOVAL):
-            return _mutation_stream(self.repo, strategy, rng)
-        if strategy == HISTORY:
-            assert self.setup_sandbox is not None
-            return _history_stream(self.repo, self.setup_sandbox, self.commits, rng)
-        if strategy == COMBINE:
-            return _combine_stream(pool or [], rng)
-        raise SsrkitError(f"unknown strategy {strategy!r}")
+        return candidate_stream(strategy, seed=self.seed, repo=self.repo, sandbox=self.setup_sandbox,
+                                commits=self.commits, pool=pool)
 
     def diagnose(self, stats: dict[str, StrategyStats]) -> list[str]:
         """Why a run wrote nothing: the stage that ran dry, its top reasons, the setting that would change it."""
@@ -889,7 +300,7 @@ class Session:
         foreign = "; ".join(f"{n} is imported from {w}" for n, w in sorted(self.foreign.items()))
         if not repo.passing:
             lines.append(f"no test passes on the original code ({len(repo.tm.outcomes)} ran; "
-                         f"{_listing(repo.notes()) or 'see the test output'})")
+                         f"{listing(repo.notes()) or 'see the test output'})")
             lines.append("setting: [inject] python or test_command in ssrkit.toml, or run ssrkit with the "
                          "virtualenv activated in which the repository's tests pass")
             return lines
@@ -898,7 +309,7 @@ class Session:
             measured = [p for p in repo.tm.files if p.endswith(".py")]
             lines.append(f"no covered function: the {len(repo.passing)} passing tests execute no code file of "
                          f"the repository outside the test patterns ({len(measured)} measured file(s)"
-                         + (f": {_listing(measured, 3)}" if measured else "") + ")")
+                         + (f": {listing(measured, 3)}" if measured else "") + ")")
             if foreign:
                 lines.append(f"the package under test is not the workspace's: {foreign}")
                 lines.append("setting: install the repository itself into that environment (pip install -e .), or "
@@ -924,25 +335,54 @@ class Session:
                      + ", ".join(f"{k} {v}" for k, v in top))
         example = self.last_messages.get(top[0][0]) if top else None
         if example:
-            lines.append(f"e.g. {top[0][0]}: {_tail(example, 240)}")
+            lines.append(f"e.g. {top[0][0]}: {tail(example, 240)}")
         if foreign:
             lines.append(f"the package under test is not the workspace's: {foreign}")
         lines.append("setting: " + _HINTS.get(top[0][0] if top else "", "--max-tries (more candidates per strategy)"))
         return lines
 
-    @property
-    def last_messages(self) -> dict[str, str]:
-        return self.engine.last_messages
-
     def evaluate(self, cand: Candidate) -> Outcome:
         """Pre-screen, weaken, write and validate one candidate (in this thread's worker sandbox)."""
         return self.engine.evaluate(cand)
 
+    def submit(self, pool: Executor, cand: Candidate) -> Future:
+        """Evaluate `cand` as a unit of `pool`: in a worker's sandbox here, or (a portable executor) in a
+        fresh sandbox on whichever machine runs it; `receive` takes what comes back."""
+        if not pool.portable:
+            return pool.submit(self.evaluate, cand)
+        from .evaluate import CandidateEnv, candidate_unit
+
+        if self._unit_env is None:
+            if self.sandbox_spec is None:
+                raise SsrkitError("a custom sandbox factory cannot travel to another machine; give backend and "
+                                  "options instead, or use the local executor")
+            ev = self.engine
+            self._unit_env = CandidateEnv(pool.source_ref(self.source), self.seed, self.settings,
+                                          self.repo.for_evaluation(), ev.base_commit, ev.screen_timeout,
+                                          ev.existing, *self.sandbox_spec, str(ev.staging))
+        return pool.submit(candidate_unit, self._unit_env, cand)
+
+    def receive(self, pool: Executor, result: Any) -> Outcome:
+        """The outcome of a unit from `submit`: a portable unit's artifact files are written into staging
+        here; tests found flaky are never selected again (the note says which)."""
+        outcome = result
+        if pool.portable:
+            outcome, files = result
+            if files is not None and outcome.artifact is not None:
+                write_tree(outcome.artifact, files, last=(METADATA, VALIDATION))
+        flaky = self.repo.exclude_flaky(outcome.flaky)
+        if flaky:
+            self._unit_env = None  # the next units select without them
+            self.emit(Event("note", f"excluded {plural(len(flaky), 'test')} that passed under coverage "
+                                    f"but failed on the original code (flaky): {listing(flaky)}"))
+        return outcome
+
     def run(self, n: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
-            max_tries: int | None = None, shard: Shard | None = None,
+            max_tries: int | None = None, shard: Shard | None = None, executor: Executor | None = None,
             ) -> tuple[list[InjectedArtifact], dict[str, StrategyStats]]:
         """`n` valid artifacts; with `shard` K/N, only from the candidates of that shard (stream index
-        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n)."""
+        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n).
+        Each candidate is a unit of `executor` (default: the local pool of `jobs` worker sandboxes)."""
         strategies = parse_strategies(strategies)
         quotas = _quotas(n, strategies)
 
@@ -953,29 +393,29 @@ class Session:
                    for s in strategies}
         base_streams = [streams[s] for s in strategies if s != COMBINE]
         self.emit(Event("phase", f"injecting {n} bug(s): {', '.join(f'{s} {quotas[s]}' for s in strategies)}"))
-        with LocalExecutor(jobs) as pool:
-            _settle(self.engine, base_streams, pool, jobs)
+        with ExitStack() as stack:
+            pool = executor if executor is not None else stack.enter_context(LocalExecutor(jobs))
+            _settle(self, base_streams, pool)
             comb = streams.get(COMBINE)
             if comb is not None and comb.quota > 0:
                 comb.it = self.stream(COMBINE, [o for s in base_streams for o in s.kept])
-                _settle(self.engine, [comb], pool, jobs)
+                _settle(self, [comb], pool)
                 deficit = comb.quota - len(comb.kept)
                 if deficit > 0:
                     comb.quota = len(comb.kept)
                     if _redistribute(base_streams, deficit):
-                        _settle(self.engine, base_streams, pool, jobs)
-        artifacts = _finalize(self.engine, [streams[s] for s in strategies], self.out)
+                        _settle(self, base_streams, pool)
+        artifacts = _finalize([streams[s] for s in strategies], self.out)
         stats = {}
         for s in strategies:
-            st = StrategyStats()
+            st = stats[s] = StrategyStats(runs=0, seconds=0.0)
             for o in streams[s].results.values():
                 st.tried += 1
                 st.valid += o.valid
-                st.runs += o.runs
-                st.seconds += o.seconds
-                st.statuses[o.status] = st.statuses.get(o.status, 0) + 1
+                st.runs += o.runs  # type: ignore[operator]
+                st.seconds += o.seconds  # type: ignore[operator]
+                st.count(o.status)
             st.kept = len(streams[s].kept)
-            stats[s] = st
         return artifacts, stats
 
 
@@ -996,13 +436,17 @@ def inject(
     on_event: Callable[[Event], None] | None = None,
     sandbox_factory: Callable[[RepoSource], Sandbox] | None = None,
     shard: Shard | None = None,
-) -> InjectResult:
-    """Inject `n` valid bugs into a repository; write each as `out/<id>/` with its validation.json.
+    executor: Executor | None = None,
+) -> InjectReport:
+    """Inject `n` valid bugs into a repository; write each as `out/<id>/` with its validation.json, and
+    the run's report as `out/inject.json`.
 
     `repo` is a RepoSource or a local path. The `[inject]` section of the configuration (the repository's
     ssrkit.toml, then the user's) gives the test runner profile; `[validate]` the thresholds and the
     per-run timeout. Strategies share `n` evenly (in the order given); one that runs dry passes its share
-    on. `sandbox_factory` replaces `open_sandbox(source, backend, options)`.
+    on. `sandbox_factory` replaces `open_sandbox(source, backend, options)` (local executor only).
+    Each candidate is a unit of `executor` (default: a local pool of `jobs` worker sandboxes); the coverage
+    map and the scheduling stay in this process, so a portable one (Ray) gives the same artifacts.
     """
     started = time.monotonic()
     if n < 1:
@@ -1013,15 +457,19 @@ def inject(
     with Session(repo, out, seed=seed, config=config, settings=settings, backend=backend, options=options,
                  cache=cache, on_event=on_event, sandbox_factory=sandbox_factory) as session:
         session.setup(history=HISTORY in strategies)
-        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard)
+        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard,
+                                       executor=executor)
         try:
             session.config.write(session.out / "inject-config.toml")
         except OSError:
             pass
         assert session.profile is not None and session.testmap is not None
-        return InjectResult(artifacts, stats, session.profile.runner, len(session.testmap.outcomes),
-                            time.monotonic() - started, session.testmap.seconds, n, notes=list(session.notes),
-                            diagnosis=[] if artifacts else session.diagnose(stats), tracer=session.testmap.tracer)
+        report = InjectReport(AGENT, n, list(artifacts), stats, seconds=time.monotonic() - started,
+                              runner=session.profile.runner, n_tests=len(session.testmap.outcomes),
+                              coverage_seconds=session.testmap.seconds, tracer=session.testmap.tracer,
+                              notes=list(session.notes), diagnosis=[] if artifacts else session.diagnose(stats))
+    report.write(out)
+    return report
 
 
 def _redistribute(streams: list[_Stream], deficit: int) -> bool:
@@ -1034,10 +482,10 @@ def _redistribute(streams: list[_Stream], deficit: int) -> bool:
     return True
 
 
-def _settle(engine: _Engine, streams: list[_Stream], pool: Executor, jobs: int) -> None:
+def _settle(session: Session, streams: list[_Stream], pool: Executor) -> None:
     """Run streams to their quotas; pass the share of a stream that runs dry on; drop duplicate bugs."""
     while True:
-        engine.run_streams(streams, pool, jobs)
+        _run_streams(session, streams, pool)
         seen: set[str] = set()
         deficit = 0
         for s in streams:
@@ -1062,7 +510,7 @@ def _settle(engine: _Engine, streams: list[_Stream], pool: Executor, jobs: int) 
         return
 
 
-def _finalize(engine: _Engine, streams: list[_Stream], out: Path) -> list[InjectedArtifact]:
+def _finalize(streams: list[_Stream], out: Path) -> list[InjectedArtifact]:
     """Move kept artifacts from staging to out/<id>; everything else in staging is dropped."""
     result = []
     for s in streams:

@@ -6,8 +6,13 @@ Backends: `local` (`sandbox/local.py`: a RAM workspace, bubblewrap isolation whe
 
 from .base import PRISTINE, ExecResult, Limits, Sandbox, SandboxOptions, sanitized_env
 
-__all__ = ["PRISTINE", "ExecResult", "Limits", "Sandbox", "SandboxOptions", "sanitized_env", "open_sandbox",
-           "fingerprint", "docker_available"]
+__all__ = ["PRISTINE", "ExecResult", "Limits", "Sandbox", "SandboxOptions", "backend_from_config",
+           "docker_available", "fingerprint", "open_sandbox", "sanitized_env"]
+
+
+def backend_from_config(cfg, backend: str | None = None) -> str:
+    """The sandbox backend: the `--backend` flag, else `[sandbox] backend`, else "auto" (checked on open)."""
+    return backend or cfg.get("sandbox", "backend") or "auto"
 
 
 def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None = None) -> Sandbox:

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import torch
 
+from ssrkit.artifact import TRAJECTORY
 from ssrkit.train.batching import collate
 from ssrkit.train.examples import Example, build_examples
 
@@ -71,7 +72,7 @@ def find_trajectories(paths: Iterable[str | Path]) -> list[_Trajectory]:
     found = []
     for raw in paths:
         path = Path(raw)
-        for t in sorted([path] if path.is_file() else path.rglob("trajectory.json")):
+        for t in sorted([path] if path.is_file() else path.rglob(TRAJECTORY)):
             try:
                 role = json.loads(t.read_text()).get("role", "solver")
             except (OSError, ValueError):

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from ssrkit.hf_checkpoint import adapter_base, declared_dtype
+
 BASELINES_FILE = "baselines.json"
 TRAINER_STATE_FILE = "trainer_state.json"
 STATE_DIR = "state"
@@ -53,23 +55,12 @@ def read_trainer_state(out: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def adapter_base(model_dir: str | Path) -> str | None:
-    """The base checkpoint of a LoRA adapter directory (adapter_config.json), None for a full checkpoint."""
-    config = read_json(Path(model_dir) / "adapter_config.json")
-    if not isinstance(config, dict):
-        return None
-    base = config.get("base_model_name_or_path")
-    return str(base) if base else None
-
-
 def checkpoint_dtype(model_dir: str | Path, requested: str) -> torch.dtype:
     """The dtype to save in: `requested`, or with "auto" the dtype the input checkpoint declares (else float32)."""
-    from ssrkit.serve import checkpoint_dtype as declared
-
     if requested != "auto":
         return _DTYPES[requested]
     base = adapter_base(model_dir)
-    return _DTYPES.get(declared(base or model_dir) or "float32", torch.float32)
+    return _DTYPES.get(declared_dtype(base or model_dir) or "float32", torch.float32)
 
 
 def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, dtype: torch.dtype) -> None:

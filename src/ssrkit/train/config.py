@@ -6,12 +6,14 @@ No torch here: the CLI resolves and validates the configuration before the heavy
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ssrkit.train.errors import TrainError
+
+if TYPE_CHECKING:
+    from ssrkit.config import Config
 
 ROLES = ("solver", "injector")
 LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
@@ -19,13 +21,13 @@ LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
 
 @dataclass
 class TrainConfig:
-    # what to train, where to write
+    # run: what to train, where to write
     model: str = ""  # Hugging Face checkpoint directory (or any id from_pretrained accepts offline)
     out: str = ""  # output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)
     resume: bool = False  # continue from out/state/ after a stop
-    roles: list[str] = field(default_factory=lambda: list(ROLES))
+    roles: list[str] = field(default_factory=lambda: list(ROLES))  # roles to train on: solver, injector
 
-    # rollouts -> examples
+    # examples: rollouts -> training rows
     max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
 
     # advantages (SPEC §9)
@@ -34,12 +36,12 @@ class TrainConfig:
     drop_zero_variance: bool = True  # groups whose rewards are all equal teach nothing
     singleton: str = "baseline"  # a group of one: "baseline" (per-role moving baseline) or "drop"
     baseline_momentum: float = 0.9  # EMA weight of the old per-role baseline across rounds
-    mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # no loss on these
-    drop_statuses: list[str] = field(default_factory=lambda: ["error", "running"])  # not even in group means
+    mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # exit statuses whose tokens get no loss
+    drop_statuses: list[str] = field(default_factory=lambda: ["error", "running"])  # exit statuses left out of group means too
 
     # loss
-    epsilon_low: float = 0.2
-    epsilon_high: float = 0.28
+    epsilon_low: float = 0.2  # lower clip range of the PPO ratio
+    epsilon_high: float = 0.28  # upper clip range (clip-higher)
     # PPO ratio against: "sampler" log-probs where stored (elsewhere the initial policy's when epochs > 1, else the
     # current ones), "initial" (the starting checkpoint's, one no-grad pass) or "current" (detached: ratio 1)
     old_logprobs: str = "sampler"
@@ -48,19 +50,19 @@ class TrainConfig:
     kl_coef: float = 0.0  # KL to the frozen initial policy (k3 estimator); 0 loads no reference model
 
     # optimisation
-    lr: float = 1e-6
+    lr: float = 1e-6  # learning rate
     warmup_steps: int = 0  # linear warm-up, then constant
-    weight_decay: float = 0.0
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
-    adam_eps: float = 1e-8
-    max_grad_norm: float = 1.0  # 0 disables clipping
+    weight_decay: float = 0.0  # AdamW weight decay
+    adam_beta1: float = 0.9  # AdamW beta1
+    adam_beta2: float = 0.999  # AdamW beta2
+    adam_eps: float = 1e-8  # AdamW epsilon
+    max_grad_norm: float = 1.0  # gradient clipping norm (0 disables clipping)
     micro_batch_size: int = 1  # rows per forward/backward per process
     grad_accum: int = 8  # micro-batches per optimizer step; global batch = micro_batch_size*grad_accum*processes
-    epochs: int = 1
-    max_steps: int = 0  # 0 = as many as the epochs need
-    seed: int = 0
-    shuffle: bool = True
+    epochs: int = 1  # passes over the rollouts
+    max_steps: int = 0  # stop after this many steps (0 = as many as the epochs need)
+    seed: int = 0  # shuffling and initialisation seed
+    shuffle: bool = True  # shuffle the rows each epoch
 
     # hardware
     mixed_precision: str = "auto"  # auto (bf16 on GPU, else the launcher's/none), no, bf16, fp16
@@ -68,21 +70,26 @@ class TrainConfig:
     model_dtype: str = "float32"  # dtype the weights are trained in (master weights)
     save_dtype: str = "auto"  # dtype written to the checkpoint; auto = the input checkpoint's dtype
     attn_implementation: str = ""  # "" = transformers' default (sdpa)
-    trust_remote_code: bool = False
+    trust_remote_code: bool = False  # let transformers run the checkpoint's own model code
 
     # LoRA (peft): train a low-rank adapter instead of the full weights; OUT is then an adapter directory that
     # `ssrkit serve --strategy lora --refresh` loads. A --model that is an adapter directory continues it.
-    lora: bool = False
-    lora_rank: int = 16  # vLLM's default --max-lora-rank is 16
-    lora_alpha: float = 32.0
-    lora_target_modules: list[str] = field(
+    lora: bool = False  # train a LoRA adapter; OUT is then an adapter directory
+    lora_rank: int = 16  # adapter rank (vLLM's default --max-lora-rank is 16)
+    lora_alpha: float = 32.0  # LoRA scaling alpha
+    lora_target_modules: list[str] = field(  # modules to adapt: attention and MLP projections
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     )
 
     # outputs
     save_every: int = 0  # steps between resumable states (0 = only at the end of an interrupted run)
     keep_state: bool = False  # keep out/state/ (optimizer etc.) after a finished run
-    log_every: int = 1
+    log_every: int = 1  # steps between metric lines
+
+    @classmethod
+    def from_config(cls, cfg: "Config", **flags: Any) -> "TrainConfig":
+        """`[train]` of the resolved configuration, then `flags` (None = not given), coerced and checked."""
+        return _from_config(cfg, **flags)
 
 
 _CHOICES = {
@@ -98,6 +105,47 @@ _CHOICES = {
 
 def config_fields() -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(TrainConfig)}
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    panel: str  # the section comment above it: "Advantages", "Loss", ...
+    help: str  # its own comment
+
+
+def field_docs() -> dict[str, FieldDoc]:
+    """Each `TrainConfig` field's section and meaning, read from the comments in the class body above.
+
+    The comments are the documentation (`ssrkit train --help` is made from them), so a new field documents
+    itself where it is declared. A comment after a blank line starts a section; a comment on the field's line,
+    or the lines right above it, says what the field means.
+    """
+    import inspect
+    import re
+
+    docs: dict[str, FieldDoc] = {}
+    panel, pending, blank = "", [], True
+    lines = inspect.getsource(TrainConfig).splitlines()
+    for line in lines[next(i for i, t in enumerate(lines) if t.startswith("class ")) + 1:]:
+        text = line.strip()
+        m = re.match(r"(\w+): [^=]+=(?:[^#]*)(?:#\s*(.*))?$", text)
+        if not text:
+            blank = True
+        elif text.startswith("#"):
+            if blank:  # a section header: its first words name the panel
+                head = re.split(r"[:(]", text.lstrip("# "), maxsplit=1)[0].strip()
+                panel = head[:1].upper() + head[1:]
+
+                pending = []
+            else:
+                pending.append(text.lstrip("# "))
+            blank = False
+        elif m:
+            docs[m.group(1)] = FieldDoc(panel, (m.group(2) or " ".join(pending)).strip())
+            pending, blank = [], False
+        else:
+            blank = False
+    return docs
 
 
 def _coerce(name: str, value: Any, default: Any) -> Any:
@@ -124,38 +172,33 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
     return value
 
 
-def read_toml_section(path: Path, section: str = "train") -> dict[str, Any]:
-    """The `[section]` table of a TOML file ({} when the section is absent)."""
+def resolve_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """Defaults, then `[train]` of `config_file` (or $SSRKIT_CONFIG, or ./ssrkit.toml when it exists: the one
+    configuration every command reads, `ssrkit.config`), then `overrides` (flags; None = not given)."""
+    from ssrkit.config import load_config
+    from ssrkit.errors import SsrkitError
+
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise TrainError(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TrainError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get(section, {})
-    if not isinstance(table, dict):
-        raise TrainError(f"{path}: [{section}] must be a table")
-    return table
+        cfg = load_config(config_file)
+    except SsrkitError as e:
+        raise TrainError(str(e)) from None
+    return TrainConfig.from_config(cfg, **(overrides or {}))
 
 
-def resolve_config(
-    config_file: Path | None = None, overrides: dict[str, Any] | None = None, section: str = "train"
-) -> TrainConfig:
-    """Defaults, then `[train]` of `config_file` (or ./ssrkit.toml when it exists), then `overrides` (flags).
-
-    `None` values in `overrides` mean "flag not given" and do not override.
-    """
+def _from_config(cfg: "Config", **flags: Any) -> TrainConfig:
+    """`[train]` of `cfg`, then `flags` (None = not given), coerced and checked."""
     fields = config_fields()
     values: dict[str, Any] = {}
-    if config_file is None and Path("ssrkit.toml").is_file():
-        config_file = Path("ssrkit.toml")
-    if config_file is not None:
-        for key, value in read_toml_section(config_file, section).items():
-            name = key.replace("-", "_")
-            if name not in fields:
-                raise TrainError(f"{config_file}: unknown key in [{section}]: {key}")
-            values[name] = value
-    for name, value in (overrides or {}).items():
+    table = cfg.data.get("train", {})
+    if not isinstance(table, dict):
+        raise TrainError(f"{', '.join(cfg.sources)}: [train] must be a table")
+    for key, value in table.items():
+        name = key.replace("-", "_")
+        if name not in fields:
+            raise TrainError(f"{cfg.sources[-1]}: unknown key in [train]: {key}")
+        values[name] = value
+    for name, value in flags.items():
+
         if value is None:
             continue
         if name not in fields:

@@ -35,27 +35,10 @@ from ssrkit.train.config import TrainConfig, write_config
 from ssrkit.train.errors import NothingToTrain, TrainError
 from ssrkit.train.examples import Example, build_examples
 from ssrkit.train.loss import LossOptions, grpo_token_loss, token_logprobs
-from ssrkit.train.metrics import MetricsWriter, peak_memory_mb
+from ssrkit.train.metrics import STAT_KEYS, MetricsWriter, step_record
 from ssrkit.train.rollouts import read_rollouts
 
 log = logging.getLogger("ssrkit.train")
-
-_STAT_KEYS = (
-    "tokens",
-    "pg",
-    "kl",
-    "clipped",
-    "clipped_low",
-    "clipped_high",
-    "is_corrected",
-    "with_sampler",
-    "mismatch_kl",
-    "total_tokens",
-    "adv_sum",
-    "adv_sq_sum",
-    "rows",
-)
-
 
 def make_accelerator(cfg: TrainConfig) -> Accelerator:
     """CPU forced when there is no GPU (so `torchrun`/`accelerate launch` give gloo DDP); bf16 on GPU by default."""
@@ -322,6 +305,29 @@ def initial_logprobs(
 StepHook = Callable[[int, dict[str, Any], Any, Accelerator], None]
 
 
+def load_models(cfg: TrainConfig, accelerator: Accelerator, on_gpu: bool) -> tuple[Any, Any, Any, bool]:
+    """The policy (prepared for training), the frozen KL reference (None without KL), the optimizer, and whether
+    the model's forward takes `logits_to_keep`."""
+    try:
+        model = load_policy(cfg, on_gpu)
+    except (OSError, ValueError, KeyError) as exc:
+        raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
+    ref_model = None
+    if cfg.kl_coef > 0:
+        ref_model = AutoModelForCausalLM.from_pretrained(  # the starting policy (an adapter dir loads with its base)
+            cfg.model, trust_remote_code=cfg.trust_remote_code, **dtype_kwarg(model.dtype)
+        )
+        ref_model.requires_grad_(False).eval()
+    model.train()
+    trim = accepts_logits_to_keep(model)
+    optimizer = make_optimizer(model, cfg)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    check_accumulation(accelerator, cfg)
+    if ref_model is not None:
+        ref_model = prepare_reference(accelerator, ref_model)
+    return model, ref_model, optimizer, trim
+
+
 def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None = None) -> dict[str, Any]:
     """Train `cfg.model` on the rollouts below `artifacts`; write the checkpoint to `cfg.out`. Returns a summary.
 
@@ -372,23 +378,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         ckpt.write_json(out / "data_summary.json", data_summary)
 
     # -- 3. model, reference, optimizer ------------------------------------------------------------------------
-    try:
-        model = load_policy(cfg, on_gpu)
-    except (OSError, ValueError, KeyError) as exc:
-        raise TrainError(f"cannot load a causal LM from {cfg.model}: {str(exc).splitlines()[0]}") from None
-    ref_model = None
-    if cfg.kl_coef > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(  # the starting policy (an adapter dir loads with its base)
-            cfg.model, trust_remote_code=cfg.trust_remote_code, **dtype_kwarg(model.dtype)
-        )
-        ref_model.requires_grad_(False).eval()
-    model.train()
-    trim = accepts_logits_to_keep(model)
-    optimizer = make_optimizer(model, cfg)
-    model, optimizer = accelerator.prepare(model, optimizer)
-    check_accumulation(accelerator, cfg)
-    if ref_model is not None:
-        ref_model = prepare_reference(accelerator, ref_model)
+    model, ref_model, optimizer, trim = load_models(cfg, accelerator, on_gpu)
     loss_options = LossOptions(
         cfg.epsilon_low, cfg.epsilon_high, cfg.old_logprobs, cfg.is_correction, cfg.is_cap, cfg.kl_coef
     )
@@ -457,7 +447,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         for group in optimizer.param_groups:
             group["lr"] = lr
 
-        sums = torch.zeros(len(_STAT_KEYS), dtype=torch.float64, device=accelerator.device)
+        sums = torch.zeros(len(STAT_KEYS), dtype=torch.float64, device=accelerator.device)
         for batch in batches:
             batch = {k: v.to(accelerator.device) for k, v in batch.items()}
             with accelerator.accumulate(model):
@@ -490,39 +480,16 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
                     "rows": (row_tokens > 0).double().sum(),
                 }
             )
-            sums += torch.stack([stats[k].detach().double() for k in _STAT_KEYS])
+            sums += torch.stack([stats[k].detach().double() for k in STAT_KEYS])
 
         # -- metrics -------------------------------------------------------------------------------------------
         sums = accelerator.reduce(sums, reduction="sum").tolist()
-        s = dict(zip(_STAT_KEYS, sums))
+        s = dict(zip(STAT_KEYS, sums))
         seconds = time.perf_counter() - started
         total["tokens"] += s["total_tokens"]
         total["seconds"] += seconds
-        n = max(s["tokens"], 1.0)
-        adv_mean = s["adv_sum"] / n
-        record = {
-            "step": step + 1,
-            "epoch": step // steps_per_epoch + 1,
-            "lr": lr,
-            "loss": (s["pg"] + cfg.kl_coef * s["kl"]) / n,
-            "pg_loss": s["pg"] / n,
-            "kl": s["kl"] / n,
-            "clip_frac": s["clipped"] / n,
-            "clip_low_frac": s["clipped_low"] / n,
-            "clip_high_frac": s["clipped_high"] / n,
-            "is_corrected_frac": s["is_corrected"] / n,
-            "sampler_mismatch_kl": s["mismatch_kl"] / max(s["with_sampler"], 1.0),
-            "sampler_logprob_frac": s["with_sampler"] / n,
-            "adv_mean": adv_mean,
-            "adv_std": math.sqrt(max(s["adv_sq_sum"] / n - adv_mean**2, 0.0)),
-            "rows": int(s["rows"]),
-            "tokens": int(s["tokens"]),
-            "total_tokens": int(s["total_tokens"]),
-            "grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-            "seconds": seconds,
-            "tokens_per_s": s["total_tokens"] / seconds if seconds > 0 else 0.0,
-            "peak_mem_mb": peak_memory_mb(accelerator.device),
-        }
+        record = step_record(s, step=step + 1, epoch=step // steps_per_epoch + 1, lr=lr, kl_coef=cfg.kl_coef,
+                             grad_norm=grad_norm, seconds=seconds, device=accelerator.device)
         metrics.write(record)
         if on_step is not None:
             on_step(step + 1, record, model, accelerator)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ssrkit.artifact import METADATA, REWARD, TRAJECTORY, Artifact
+from ssrkit.artifact import find_artifacts as find
+from ssrkit.attempts import scored_attempts
+from ssrkit.errors import SsrkitError
 from ssrkit.train.errors import NothingToTrain, TrainError
 
 log = logging.getLogger("ssrkit.train")
@@ -45,9 +48,6 @@ class RolloutScan:
 def find_artifacts(paths: Iterable[Path]) -> list[Path]:
     """Artifact directories named by `paths`: each is an artifact or a folder searched for artifacts below it
     (the same rules as every other command; a file stands for its directory, e.g. a glob over */reward.json)."""
-    from ssrkit.artifact import find_artifacts as find
-    from ssrkit.errors import SsrkitError
-
     found: set[Path] = set()
     for raw in paths:
         path = Path(raw)
@@ -67,21 +67,17 @@ def _read_json(path: Path) -> Any:
         return None
 
 
-def read_metadata(artifact: Path) -> dict[str, Any]:
+def snapshot_key(artifact: Artifact) -> str:
+    """The injector's group: the repository snapshot the injection started from (artifact.toml's repository and
+    base commit; an artifact without readable metadata is a group of its own)."""
     try:
-        return tomllib.loads((artifact / "artifact.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
-def snapshot_key(artifact: Path, meta: dict[str, Any]) -> str:
-    """The injector's group: the repository snapshot the injection started from."""
-    repo = meta.get("repo") if isinstance(meta.get("repo"), dict) else {}
-    source = repo.get("path") or repo.get("image") or (meta.get("repo") if isinstance(meta.get("repo"), str) else "")
-    commit = meta.get("base_commit") or ""
-    if not source and not commit:
-        return f"artifact:{artifact}"  # no metadata: a group of its own
-    return f"{source}@{commit}"
+        meta = artifact.metadata
+    except SsrkitError:
+        return f"artifact:{artifact.path}"
+    source = meta.repo.label if meta.repo is not None else ""
+    if not source and not meta.base_commit:
+        return f"artifact:{artifact.path}"
+    return f"{source}@{meta.base_commit or ''}"
 
 
 def _exit_status(trajectory: Path) -> str | None:
@@ -98,12 +94,12 @@ def scan_artifact(
     scan = scan if scan is not None else RolloutScan()
     roles = set(roles)
     scan.artifacts += 1
-    meta = read_metadata(artifact)
-    reward = _read_json(artifact / "reward.json") if (artifact / "reward.json").exists() else None
+    art = Artifact(artifact)
+    reward = _read_json(artifact / REWARD)
     reward = reward if isinstance(reward, dict) else None
 
-    if "injector" in roles and (artifact / "trajectory.json").is_file():
-        status = _exit_status(artifact / "trajectory.json")
+    if "injector" in roles and (artifact / TRAJECTORY).is_file():
+        status = _exit_status(artifact / TRAJECTORY)
         if status is None:
             scan.skipped["unreadable trajectory.json"] += 1
         elif reward is None or not isinstance(reward.get("injector_reward"), (int, float)):
@@ -112,19 +108,20 @@ def scan_artifact(
             scan.rollouts.append(
                 Rollout(
                     "injector",
-                    artifact / "trajectory.json",
+                    artifact / TRAJECTORY,
                     artifact,
-                    "injector:" + snapshot_key(artifact, meta),
+                    "injector:" + snapshot_key(art),
                     float(reward["injector_reward"]),
                     status,
                 )
             )
 
     if "solver" in roles:
-        from ssrkit.attempts import scored_attempts
-
-        artifact_id = meta.get("id") or str(artifact)
-        for attempt in scored_attempts(artifact):
+        try:
+            artifact_id = ((artifact / METADATA).is_file() and art.metadata.id) or str(artifact)
+        except SsrkitError:
+            artifact_id = str(artifact)
+        for attempt in scored_attempts(art):
             if not attempt.trajectory.is_file():
                 scan.skipped["attempt without trajectory.json"] += 1  # e.g. a baseline solver or --patch
                 continue

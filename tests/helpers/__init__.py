@@ -1,1 +1,0 @@
-"""Helpers shared by test modules (tests/ is on pytest's pythonpath)."""
