@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ssrkit import grade as grading
-from ssrkit.solve import make_solver
+from ssrkit.solvers import make_solver
 
 from . import calc
 from .test_grade_calc import attempt, sub
