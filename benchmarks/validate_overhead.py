@@ -7,12 +7,18 @@ For each repository and its artifacts this prints:
             naive serial validator would pay, the original run repeated for every artifact;
   serial    `validate` wall time with --jobs 1 and no cache (overhead = serial / raw - 1);
   jobs 2    `validate` wall time with --jobs 2 and the original-run cache (target: below raw);
+  cmds      sandbox commands per artifact validated (serial, no cache) and per grade: counted, so exact
+            however loaded the machine is;
+  grade     grading the oracle fix of each artifact (canary included: the graded run, the canary run, the
+            parses in a clean sandbox), per attempt, against one raw run of the same tests;
 and, per sandbox backend, the cost of one workspace (open + pristine snapshot), one exec (`true`) and one
-reset.
+reset. Last, the table of issue 15 with its targets (ratios measured in this one run, so they hold on a
+noisy machine) and whether each is met.
 
 Usage:
   python benchmarks/validate_overhead.py                          # the example repositories
   python benchmarks/validate_overhead.py --real REPO ARTIFACT...  # add a repository of your own
+  python benchmarks/validate_overhead.py --src /tmp/base          # another worktree's code (before/after)
 """
 
 from __future__ import annotations
@@ -28,7 +34,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _checkout import use_checkout  # noqa: E402
+
+use_checkout()
 
 from ssrkit import patch  # noqa: E402
 from ssrkit.artifact import Artifact, find_artifacts  # noqa: E402
@@ -77,14 +86,88 @@ def copies(arts: list[Artifact], dest: Path) -> list[Artifact]:
     return out
 
 
-def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> float:
+#: sandbox commands run by this process so far (counted, unlike times, exactly whatever the load)
+EXECS = [0]
+
+
+def count_execs() -> None:
+    from ssrkit.sandbox.local import LocalSandbox
+
+    real = LocalSandbox.run
+
+    def run(self, *a, **kw):
+        EXECS[0] += 1
+        return real(self, *a, **kw)
+
+    LocalSandbox.run = run  # type: ignore[method-assign]
+
+
+def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> tuple[float, int]:
+    """(seconds, sandbox commands) of validating copies of `arts`."""
+    with tempfile.TemporaryDirectory(prefix="ssrkit-bench-") as tmp:
+        os.environ["SSRKIT_CACHE"] = str(Path(tmp) / "cache")
+        mine = copies(arts, Path(tmp) / "arts")
+        items = [(a, RepoSource.local(repo)) for a in mine]
+        n0 = EXECS[0]
+        t0 = time.perf_counter()
+        validate_all(items, Validator(Settings(jobs=jobs, cache=cache)), redo=True)
+        return time.perf_counter() - t0, EXECS[0] - n0
+
+
+def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, float]:
+    """(mean seconds to grade the oracle fix of a (validated) artifact, mean raw seconds of one run, mean
+    sandbox commands per grade)."""
+    from ssrkit.grade import GradeSettings, grade
+
+    graded = raw = 0.0
+    cmds = 0
+    src = RepoSource.local(repo)
+    for a in arts:
+        with open_sandbox(src, "local") as work, open_sandbox(src, "local") as clean:
+            n1 = EXECS[0]
+            t0 = time.perf_counter()
+            g = grade(work, a, patch.reverse(a.bug_diff), clean=clean, settings=GradeSettings())
+            graded += time.perf_counter() - t0
+            cmds += EXECS[0] - n1
+        if not g.passed:
+            raise SystemExit(f"the oracle fix of {a.path} failed grading: {g.reason}")
+        raw += raw_run(repo, a, [])
+    return graded / len(arts), raw / len(arts), cmds / len(arts)
+
+
+def timed_validate_and_grade(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float]:
+    """(validate --jobs 2 + cache seconds, grade seconds per attempt, raw seconds per run, commands per
+    grade)."""
     with tempfile.TemporaryDirectory(prefix="ssrkit-bench-") as tmp:
         os.environ["SSRKIT_CACHE"] = str(Path(tmp) / "cache")
         mine = copies(arts, Path(tmp) / "arts")
         items = [(a, RepoSource.local(repo)) for a in mine]
         t0 = time.perf_counter()
-        validate_all(items, Validator(Settings(jobs=jobs, cache=cache)), redo=True)
-        return time.perf_counter() - t0
+        validate_all(items, Validator(Settings(jobs=2, cache=True)), redo=True)
+        par = time.perf_counter() - t0
+        g, r, n = grade_per_attempt(repo, mine)
+        return par, g, r, n
+
+
+def workspace_kind() -> str:
+    from ssrkit.sandbox.local import LocalSandbox
+
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(["git", "init", "-q", d], check=True)
+        sb = LocalSandbox(d)
+        try:
+            return f"{getattr(sb, 'workspace_kind', 'copy')}, {sb.isolation['mechanism']}"
+        finally:
+            sb.close()
+
+
+TARGETS = {  # issue 15: measure -> (target, lower is better)
+    "validate serial / raw, ledger": 1.10,
+    "validate --jobs 2 + cache / raw, ledger": 0.75,
+    "validate --jobs 2 + cache / raw, textkit": 0.70,
+    "grade one passing attempt / one raw run, ledger": 2.20,
+    "grade one passing attempt / one raw run, textkit": 2.20,
+}
 
 
 def backend_costs(source: RepoSource, backend: str, n: int = 5) -> tuple[float, float, float]:
@@ -115,6 +198,7 @@ def main() -> None:
                     help="measure each number this many times (interleaved) and keep the fastest (default 2)")
     ap.add_argument("--image", action="append", default=[],
                     help="also measure the docker backend on this image (e.g. one made by `ssrkit image build`)")
+    ap.add_argument("--src", metavar="CHECKOUT", help="measure the ssrkit code of another checkout (a worktree)")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="ssrkit-bench-repos-"))
@@ -127,14 +211,25 @@ def main() -> None:
         repo = Path(group[0]).resolve()
         sets.append((repo.name, repo, find_artifacts([Path(p) for p in group[1:]])))
 
-    print(f"{'repository':<12} {'artifacts':>9} {'raw s':>8} {'serial s':>9} {'overhead':>9} {'jobs2+cache s':>14} {'vs raw':>7}")
+    count_execs()
+    print(f"workspaces: {workspace_kind()}")
+    print(f"{'repository':<12} {'artifacts':>9} {'raw s':>8} {'serial s':>9} {'overhead':>9} {'jobs2+cache s':>14} "
+          f"{'vs raw':>7} {'grade s':>8} {'run s':>6} {'grade/run':>9} {'cmds/art':>8} {'cmds/grade':>10}")
+    ratios: dict[str, float] = {}
     for name, repo, arts in sets:
-        raw = serial = par = float("inf")
-        for _ in range(max(1, args.repeat)):  # interleaved, so a burst of load elsewhere hits all three alike
+        raw = serial = par = grade_s = run_s = float("inf")
+        for _ in range(max(1, args.repeat)):  # interleaved, so a burst of load elsewhere hits all alike
             raw = min(raw, raw_total(repo, arts))
-            serial = min(serial, timed_validate(repo, arts, jobs=1, cache=False))
-            par = min(par, timed_validate(repo, arts, jobs=2, cache=True))
-        print(f"{name:<12} {len(arts):>9} {raw:>8.2f} {serial:>9.2f} {serial / raw - 1:>+9.1%} {par:>14.2f} {par / raw:>6.2f}x")
+            t, cmds = timed_validate(repo, arts, jobs=1, cache=False)
+            serial = min(serial, t)
+            p, g, r, gcmds = timed_validate_and_grade(repo, arts)
+            par, grade_s, run_s = min(par, p), min(grade_s, g), min(run_s, r)
+        print(f"{name:<12} {len(arts):>9} {raw:>8.2f} {serial:>9.2f} {serial / raw - 1:>+9.1%} {par:>14.2f} "
+              f"{par / raw:>6.2f}x {grade_s:>8.2f} {run_s:>6.2f} {grade_s / run_s:>8.2f}x {cmds / len(arts):>8.1f} "
+              f"{gcmds:>10.1f}")
+        ratios[f"validate serial / raw, {name}"] = serial / raw
+        ratios[f"validate --jobs 2 + cache / raw, {name}"] = par / raw
+        ratios[f"grade one passing attempt / one raw run, {name}"] = grade_s / run_s
 
     print()
     print(f"{'backend':<14} {'source':<22} {'workspace s':>12} {'exec s':>8} {'reset s':>8}")
@@ -150,6 +245,14 @@ def main() -> None:
         o, e, r = backend_costs(RepoSource.from_image(image), "docker", n=3)
         print(f"{'docker':<14} {image:<22} {o:>12.3f} {e:>8.4f} {r:>8.4f}")
     shutil.rmtree(tmp, ignore_errors=True)
+
+    print()
+    print(f"{'issue 15 measure':<52} {'measured':>9} {'target':>8}  met")
+    for measure, value in ratios.items():
+        target = TARGETS.get(measure)
+        goal = f"<= {target:.2f}x" if target is not None else ""
+        met = ("yes" if value <= target else "NO") if target is not None else ""
+        print(f"{measure:<52} {value:>8.2f}x {goal:>8}  {met}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,9 @@ from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TEST_TIMEOUT, TestRun, run_tests
 from .text import clip
 
+#: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work
+#: sandbox, which the canary run resets to
+GRADED = "graded"
 
 #: Top-level names a fix may not add at an import root: the standard library and the runner's own packages.
 RUNNER_MODULES = frozenset({
@@ -289,17 +292,17 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     for p in shadows:
         originals[p] = None
     try:
-        sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
-        sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
+        sandbox.apply_patches([(BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff)])
     except PatchError as e:
         raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
     # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
     sandbox.fresh_history(message="Initial commit")
-    sandbox.apply_patch(fix_diff, label=FIX)
     fix_touched = set(patches.touched_files(fix_diff, FIX))
     todo = paths + [p for p in shadows if p not in paths]
     script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
-    res = sandbox.run(script, timeout=60)
+    fix = sandbox.applies([(FIX, fix_diff)])  # the fix's apply and the protected paths' removal: one command
+    res = sandbox.run(fix.command(script), timeout=60)
+    fix.check(res.output)
     if not res.ok:
         raise SsrkitError(f"could not restore the protected files in the sandbox: {res.output.strip()[:300]}")
     restored, deleted = [], []
@@ -499,14 +502,22 @@ def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: b
 
 
 def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
-                 settings: GradeSettings, graded: TestRun | None = None) -> tuple[bool, dict[str, Any]]:
+                 settings: GradeSettings, graded: TestRun | None = None,
+                 prepared: PreparedState | None = None) -> tuple[bool, dict[str, Any]]:
     """Re-run the graded state with an always-failing test added; (forged?, details).
 
     Forged when the canary is reported as passed, when it vanishes although the script reports it on the
     original code, or when the required tests do not all pass again exactly as in the graded run.
+
+    The run starts from the graded state afresh (the first run may have changed files; HOME and /tmp are
+    emptied): the `GRADED` snapshot `grade` took when `prepared` is given (a reset, not a second prepare),
+    else prepared again.
     """
     target = canary_target(artifact, expect)
-    prepared = prepare(work, artifact, fix_diff, settings)  # afresh: the first run may have changed files
+    if prepared is not None:
+        work.reset(GRADED)
+    else:
+        prepared = prepare(work, artifact, fix_diff, settings)
     if target is None or prepared.originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
     ids = sorted({*expect.required, *(graded.statuses if graded else ())})
@@ -578,6 +589,8 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     except PatchError as e:
         return Grade(False, clip(f"the fix does not apply: {e}"), fix_files=fix_files,
                      seconds=time.monotonic() - started)
+    if settings.canary:
+        sandbox.snapshot(GRADED)  # the canary run starts from here again, without a second prepare
     run = execute(sandbox, clean, artifact, settings.timeout)
     passed, reason, details = judge(run, expect)
     result = Grade(
@@ -586,7 +599,8 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
         restored=prepared.restored, deleted=prepared.deleted, fix_files=fix_files, parse_error=run.parse_error,
     )
     if passed and settings.canary:
-        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run)
+        forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run,
+                                    prepared=prepared)
         result.canary = info
         if forged:
             result.passed = False

@@ -9,9 +9,11 @@ unknown statuses are errors a person can act on.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from .artifact import TEST_PARSER, TEST_SCRIPT
 from .sandbox.base import PRISTINE, Sandbox
 from .text import clip
 
@@ -106,11 +108,16 @@ def parse_statuses(text: str) -> dict[str, str]:
 
 
 def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT) -> tuple[dict[str, str] | None, str | None, str]:
-    """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout)."""
-    path = sandbox.scratch_path("test_parser.py")
+    """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout).
+
+    The parser runs on the interpreter `python3` resolves to in the sandbox (`Sandbox.interpreter`: shims
+    followed once, not on every run).
+    """
+    path = sandbox.scratch_path(TEST_PARSER)
     err = sandbox.scratch_path("test_parser.err")
+    python = shlex.quote(sandbox.interpreter("python3"))
     sandbox.write_file(path, parser)
-    res = sandbox.run(f"python3 {path} 2>{err}", timeout=timeout, stdin=log.encode("utf-8", "replace"))
+    res = sandbox.run(f"{python} {path} 2>{err}", timeout=timeout, stdin=log.encode("utf-8", "replace"))
     if res.timed_out:
         return None, f"test_parser.py did not finish within {timeout:.0f}s", res.output
     if res.exit_code != 0:
@@ -126,12 +133,21 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
 
 
 def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,
-              parse_in: Sandbox | None = None) -> TestRun:
-    """Run the test script in the sandbox's current state, then parse its log (in `parse_in` when given:
-    grading parses where the code under test never ran, so it cannot tamper with the parser)."""
-    script = sandbox.scratch_path("test_script.sh")
+              parse_in: Sandbox | None = None, diffs: Sequence[tuple[str, str]] = ()) -> TestRun:
+    """Apply `diffs` ((label, diff) in order) to the sandbox's current state, run the test script, then parse
+    its log (in `parse_in` when given: grading parses where the code under test never ran, so it cannot
+    tamper with the parser).
+
+    The applies and the test script are one command (one sandbox start): the applies' output goes to a
+    scratch file, shown only when one fails (PatchError naming that diff's label, the script not run), so
+    the log is the script's output alone; the applies count in the test budget (they take milliseconds).
+    """
+    (parse_in or sandbox).interpreter("python3")  # resolved before the tests run, in a state they never touched
+    script = sandbox.scratch_path(TEST_SCRIPT)
     sandbox.write_file(script, test_script, mode=0o755)
-    res = sandbox.run(f"bash {script}", timeout=timeout)
+    applies = sandbox.applies(diffs)
+    res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
+    applies.check(res.output)
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
     if parse_in is not None:

@@ -253,10 +253,9 @@ class _Context:
             self.runs[name] = known
             return known
         sandbox.reset(PRISTINE)
-        for label, diff in diffs:
-            sandbox.apply_patch(diff, label=label)
         with self.engine.slot():
-            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout)
+            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
+                            diffs=diffs)
         self.runs[name] = run
         return run
 
@@ -341,14 +340,12 @@ def check_bug_scope(ctx: _Context) -> tuple[str, str]:
 def check_applies(ctx: _Context) -> tuple[str, str]:
     sb = ctx.sandbox()
     sb.reset(PRISTINE)
-    try:
-        sb.apply_patch(ctx.texts[BUG_DIFF], label=BUG_DIFF)
+    try:  # one command for both
+        sb.apply_patches([(BUG_DIFF, ctx.texts[BUG_DIFF]), (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
     except PatchError as e:
-        return FAIL, f"{e} (applied to the original repository {ctx.source.label})"
-    try:
-        sb.apply_patch(ctx.texts[WEAKEN_DIFF], label=WEAKEN_DIFF)
-    except PatchError as e:
-        return FAIL, f"{e} (applied on top of {BUG_DIFF})"
+        where = (f"applied on top of {BUG_DIFF}" if getattr(e, "label", None) == WEAKEN_DIFF
+                 else f"applied to the original repository {ctx.source.label}")
+        return FAIL, f"{e} ({where})"
     return PASS, "both diffs apply"
 
 

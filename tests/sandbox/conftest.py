@@ -1,7 +1,9 @@
 """Fixtures for the sandbox suite: throwaway repositories, and one sandbox factory per backend.
 
 Backends: `local-bwrap` (bubblewrap isolation; skipped when bwrap does not work here), `local-none` (plain
-subprocesses, forced with SSRKIT_LOCAL_ISOLATION=none) and `docker` (marked `docker`; skipped, with the
+subprocesses, forced with SSRKIT_LOCAL_ISOLATION=none), `local-copy` (bubblewrap with workspaces as copies,
+SSRKIT_LOCAL_WORKSPACE=copy; skipped where overlay workspaces do not work, since local-bwrap then runs on
+copies already) and `docker` (marked `docker`; skipped, with the
 reason, when no Docker engine answers). The docker backend runs an image built from the same repository
 on top of ssrkit/base:bookworm, which is built first when missing (debootstrap, about a minute, cached).
 """
@@ -21,6 +23,7 @@ from ssrkit.source import RepoSource
 BACKENDS = [
     pytest.param("local-bwrap", id="local-bwrap"),
     pytest.param("local-none", id="local-none"),
+    pytest.param("local-copy", id="local-copy"),  # bubblewrap, workspaces as copies (where overlays work too)
     pytest.param("docker", id="docker", marks=pytest.mark.docker),
 ]
 
@@ -116,6 +119,14 @@ def opener(request, monkeypatch):
     opened = []
     if backend.startswith("local"):
         iso = backend.split("-", 1)[1]
+        if iso == "copy":
+            from ssrkit.sandbox._overlay import overlay_available
+            from ssrkit.sandbox.local import pristine_cache_dir
+
+            if not overlay_available(str(pristine_cache_dir()))[0]:
+                pytest.skip("overlays do not work here: local-bwrap already runs on copies")
+            monkeypatch.setenv("SSRKIT_LOCAL_WORKSPACE", "copy")
+            iso = "bwrap"
         if iso == "bwrap":
             from ssrkit.sandbox.local import isolation_available
 

@@ -188,7 +188,7 @@ class SandboxCgroup:
         """SIGKILL every process in the cgroups until they are empty; True when they are."""
         deadline = time.monotonic() + timeout
         kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths]
-        delay = 0.001
+        delay = 0.0002  # usually only a namespace's init is still tearing down its mounts: short waits first
         while True:
             pids = self.pids()
             if not pids:

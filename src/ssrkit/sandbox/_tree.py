@@ -109,8 +109,19 @@ class Tree:
         self.path = path
         self.owned = owned  # removed when released
         self.refs = 0
-        self.listing = listing if listing is not None else self._list(path)
-        self.has_special = any(e.kind == OTHER for e in self.listing.values())
+        self._listing = listing  # walked when first needed (an overlay workspace never needs it)
+
+    @property
+    def listing(self) -> dict[str, Entry]:
+        if self._listing is None:
+            self._listing = self._list(self.path)
+        return self._listing
+
+    @property
+    def has_special(self) -> bool:
+        if getattr(self, "_special", None) is None:
+            self._special = any(e.kind == OTHER for e in self.listing.values())
+        return self._special
 
     @staticmethod
     def _list(path: str) -> dict[str, Entry]:
@@ -333,6 +344,10 @@ class Workspace:
                 return False
         return True
 
+    def live(self) -> list[Tree]:
+        """The trees this workspace's files are still copies of (kept alive by the sandbox's collection)."""
+        return list({id(m[2]): m[2] for m in self.manifest.values()}.values())
+
     def close(self) -> None:
         force_rmtree(self.path)
         self.manifest = {}
@@ -363,7 +378,7 @@ def prepare_copy(src: str, dest: str, skip: list[str]) -> None:
 
 # -- standalone use inside a container ----------------------------------------------------------------------
 
-STATE_FORMAT = 1  # bump when Tree / Workspace / Entry change shape
+STATE_FORMAT = 2  # bump when Tree / Workspace / Entry change shape
 
 
 def main(argv: list[str]) -> int:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shlex
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
     from ..config import Config
 
 PRISTINE = "pristine"
+
+_interp_cache: dict[tuple, str] = {}
+_interp_lock = threading.Lock()
 
 
 @dataclass
@@ -145,12 +150,61 @@ class Sandbox(ABC):
             return
         # one fixed scratch file, overwritten each time: a sandbox runs one command at a time, and an extra
         # command to delete it would cost as much as the apply itself
-        name = self.scratch_path("ssrkit-patch.diff")
-        self.write_file(name, diff if diff.endswith("\n") else diff + "\n")
-        cmd = " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(name)
-        res = self.run(cmd, timeout=timeout)
+        res = self.run(self.patch_command(diff, "ssrkit-patch.diff", reverse=reverse), timeout=timeout)
         if not res.ok:
             raise PatchError(explain_apply_error(res.output, label))
+
+    def patch_command(self, diff: str, name: str, *, reverse: bool = False) -> str:
+        """Write `diff` to scratch file `name` and return the `git apply` command that applies it at the root."""
+        path = self.scratch_path(name)
+        self.write_file(path, diff if diff.endswith("\n") else diff + "\n")
+        return " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(path)
+
+    def applies(self, diffs: Sequence[tuple[str, str]]) -> "Applies":
+        """The applies of `diffs` ((label, diff) in order) as one shell prefix, to run alone
+        (`apply_patches`) or in front of another command (`testrun.run_tests`)."""
+        return Applies(self, diffs)
+
+    def apply_patches(self, diffs: Sequence[tuple[str, str]], *, timeout: float = 60) -> None:
+        """Apply several diffs in order with one command; PatchError (its `label`: the diff's) names the
+        first that fails."""
+        ap = self.applies(diffs)
+        if not ap.steps:
+            return
+        res = self.run(ap.command("true"), timeout=timeout)
+        failed = ap.failure(res.output) or (None if res.ok else (ap.labels[-1], res.output))
+        if failed is not None:
+            err = PatchError(explain_apply_error(failed[1], failed[0]))
+            err.label = failed[0]  # type: ignore[attr-defined]
+            raise err
+
+    def interpreter(self, name: str = "python3", *, timeout: float = 60) -> str:
+        """The absolute path of the interpreter `name` resolves to in this sandbox, version-manager shims
+        (pyenv, asdf) followed, so that starting it does not pay the shim's own start-up (a pyenv shim costs a
+        few hundred milliseconds per call). Resolved once in the sandbox's current state and cached under
+        `interpreter_key` (per sandbox unless a backend says more); `name` itself when it cannot be resolved.
+        """
+        shared = self.interpreter_key
+        cache = _interp_cache if shared is not None else self.__dict__.setdefault("_interpreters", {})
+        key = (shared, name)
+        with _interp_lock:
+            hit = cache.get(key)
+        if hit is not None:
+            return hit
+        q = shlex.quote(name)
+        res = self.run(f"p=$({q} -c 'import sys; print(sys.executable)') && test -x \"$p\" && printf %s \"$p\"",
+                       timeout=timeout)
+        path = res.output.strip()
+        found = path if res.ok and path.startswith("/") and "\n" not in path else name
+        with _interp_lock:
+            cache[key] = found
+        return found
+
+    @property
+    def interpreter_key(self) -> tuple | None:
+        """What decides where `interpreter` resolves, when sandboxes of one kind share the answer in this
+        process; None (the default): this sandbox alone."""
+        return None
 
     def diff(self, *, timeout: float = 120) -> str:
         """The working tree's changes against HEAD as a `git diff`, new files included, binary-safe."""
@@ -172,6 +226,36 @@ class Sandbox(ABC):
         res = self.run(cmd, timeout=timeout)
         if not res.ok:
             raise PatchError(f"could not create a fresh git history: {res.output.strip()[:300]}")
+
+
+class Applies:
+    """`git apply` of several diffs chained in front of a command: the applies' output goes to a scratch
+    file and is printed, after a random tag line naming the diff, only when one fails (the command then does
+    not run), so a command's output is its own; `check` turns a failure into PatchError naming the diff."""
+
+    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]]) -> None:
+        todo = [(label, diff) for label, diff in diffs if diff.strip()]
+        self.labels = [label for label, _ in todo]
+        self.tag = f"ssrkit-apply-failed-{secrets.token_hex(8)}"
+        err = shlex.quote(sandbox.scratch_path("ssrkit-apply.err"))
+        self.steps = [f"{sandbox.patch_command(diff, f'ssrkit-apply-{i}.diff')} >{err} 2>&1 || "
+                      f"{{ echo {self.tag}:{i}; cat {err}; exit 1; }}" for i, (_, diff) in enumerate(todo)]
+
+    def command(self, then: str) -> str:
+        return "; ".join([*self.steps, then])
+
+    def failure(self, output: str) -> tuple[str, str] | None:
+        """(label, what git said) of the diff that failed, when `output` (of `command`) says one did."""
+        if self.steps and output.startswith(self.tag + ":"):
+            head, _, rest = output.partition("\n")
+            return self.labels[int(head.rsplit(":", 1)[1])], rest
+        return None
+
+    def check(self, output: str) -> None:
+        """Raise PatchError (naming the diff, file and hunk) when `output` says an apply failed."""
+        failed = self.failure(output)
+        if failed is not None:
+            raise PatchError(explain_apply_error(failed[1], failed[0]))
 
 
 # -- environment sanitizing -------------------------------------------------------------------------

@@ -3,10 +3,13 @@
 Workspace
     The repository directory is copied *as the user has it* (uncommitted, untracked, generated and
     git-ignored files included) with `cp -a` into a per-process cache on a RAM-backed directory (/dev/shm,
-    else the temp dir), once per repository state (`fingerprint`); each sandbox's workspace is a `cp -a` of
-    that cache. Workspaces are real copies, never hard links, so no command can reach the user's files or
-    the cache through them. Snapshots share unchanged files with hard links and `reset` copies back only
-    what changed (see `_tree.py`: exact, cost = one walk + changed files).
+    else the temp dir), once per repository state (`fingerprint`). Where this process may mount overlays
+    (`_overlay.py`, probed once; as root), each sandbox's workspace is an overlay mount with that cache as
+    the read-only lower layer and a private upper layer: a reset clears the upper layer, a snapshot copies
+    it alone (cost = what changed). Elsewhere (or with SSRKIT_LOCAL_WORKSPACE=copy) each workspace is a
+    `cp -a` of the cache, real copies, never hard links, so no command can reach the user's files or the
+    cache through them; snapshots share unchanged files with hard links and `reset` copies back only what
+    changed (see `_tree.py`: exact, cost = one walk + changed files). `isolation["workspace"]` says which.
 
     With bubblewrap, top-level git-ignored virtualenvs (a `pyvenv.cfg` inside), `.tox`, `.nox` and
     `node_modules` are not copied: the original is mounted read-only at the same place inside the sandbox,
@@ -73,6 +76,7 @@ from ..errors import SandboxError
 from . import _cgroup, _cleanup
 from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
+from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
     PRISTINE,
@@ -105,6 +109,7 @@ def _tmp_root() -> str:
 def _sweep_stale_dirs(root: str) -> None:
     """Remove temp roots of ssrkit processes that died without cleaning up (SIGKILL, power loss)."""
     for name in _cleanup.stale_names(root, r"ssrkit-(\d+)-[A-Za-z0-9_]+"):
+        sweep_mounts(os.path.join(root, name))  # overlay workspaces of a process killed by SIGKILL
         try:
             force_rmtree(os.path.join(root, name))
         except OSError:
@@ -153,8 +158,26 @@ class _Session:
     def cleanup(self) -> None:
         if os.getpid() != self.pid:
             return
+        sweep_mounts(self.base)
         force_rmtree(self.base)
         self.caches.clear()
+
+    def workspace_kind(self) -> tuple[str, str]:
+        """("overlay", "") when workspaces are overlay mounts of the caches here, else ("copy", why).
+        SSRKIT_LOCAL_WORKSPACE=copy|overlay|auto (default auto) forces one."""
+        want = (os.environ.get("SSRKIT_LOCAL_WORKSPACE") or "auto").lower()
+        if want not in ("auto", "copy", "overlay"):
+            raise SandboxError(f"unknown SSRKIT_LOCAL_WORKSPACE {want!r} (expected auto, copy or overlay)")
+        if want == "copy":
+            return "copy", "SSRKIT_LOCAL_WORKSPACE=copy"
+        ok, why = overlay_available(self.base)
+        if not ok and want == "overlay":
+            raise SandboxError(f"overlay workspaces requested (SSRKIT_LOCAL_WORKSPACE=overlay) but {why}")
+        if ok:
+            _info_once("ws:overlay", "ssrkit: local workspaces are overlay mounts of a RAM copy of the repository")
+            return "overlay", ""
+        _info_once("ws:copy", "ssrkit: local workspaces are copies: %s", why)
+        return "copy", why
 
 
 _session_obj: _Session | None = None
@@ -180,6 +203,12 @@ def _warn_once(key: str, msg: str, *args) -> None:
     if key not in _warned:
         _warned.add(key)
         log.warning(msg, *args)
+
+
+def _info_once(key: str, msg: str, *args) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.info(msg, *args)
 
 
 def bwrap_flags() -> tuple[list[str] | None, str]:
@@ -304,19 +333,22 @@ def _pidfd(pid: int) -> int | None:
         return None
 
 
-_LIMITS_SCRIPT = (
-    "ulimit -c 0 2>/dev/null; {lines}"
-    'exec "$BASH" -c "$1"'
-)
+_DASH = shutil.which("dash")
 
 
-def _limits_script(limits: Limits) -> str:
-    lines = [f"ulimit -f {int(limits.file_size_mb) * 1024} 2>/dev/null;",
+def _limits_script(limits: Limits) -> tuple[str, str]:
+    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command). The limits are set by dash where
+    it is installed (it starts in a tenth of bash's time), by bash otherwise; the units differ (dash counts
+    file sizes in 512-byte blocks and processes with -p)."""
+    dash = _DASH is not None
+    kb = 2 if dash else 1  # blocks per KiB for `ulimit -f`
+    lines = ["ulimit -c 0 2>/dev/null;",
+             f"ulimit -f {int(limits.file_size_mb) * 1024 * kb} 2>/dev/null;",
              f"ulimit -v {int(limits.memory_mb) * 1024} 2>/dev/null;",
-             f"ulimit -u {int(limits.pids)} 2>/dev/null;"]
+             f"ulimit -{'p' if dash else 'u'} {int(limits.pids)} 2>/dev/null;"]
     if limits.cpu_seconds:
         lines.append(f"ulimit -t {int(limits.cpu_seconds)} 2>/dev/null;")
-    return _LIMITS_SCRIPT.format(lines=" ".join(lines) + " ")
+    return (_DASH if dash else _BASH), " ".join(lines) + f' exec {_BASH} -c "$1"'
 
 
 #: what a bubblewrap sandbox sees of the machine, read-only: the system's toolchain directories (and, added
@@ -490,6 +522,7 @@ class LocalSandbox(Sandbox):
         self._snapshots: dict[str, Tree] = {}
         self._owned: list[Tree] = []
         self._clean_tree = None
+        self._views: dict[tuple, list[str]] = {}
         self.cgroup: _cgroup.SandboxCgroup | None = None
 
         sess = _session()
@@ -501,7 +534,11 @@ class LocalSandbox(Sandbox):
             fp = fingerprint or local_fingerprint(self.original, entries)
             self.skipped = junk_dirs(self.original, entries) if self.isolated else []
             tree = sess.cache_for(self.original, fp, self.skipped)
-            self.ws = Workspace(os.path.join(self.dir, "ws"), tree)
+            self.workspace_kind, self._why_copy = sess.workspace_kind()
+            if self.workspace_kind == "overlay":
+                self.ws: Workspace | OverlayWorkspace = OverlayWorkspace(os.path.join(self.dir, "ws"), tree)
+            else:
+                self.ws = Workspace(os.path.join(self.dir, "ws"), tree)
             # the tree the workspace is known to equal, while no command or write_file touched it
             self._clean_tree: Tree | None = tree
             for sub in ("scratch", "home", "tmp", "snaps", "io"):
@@ -569,8 +606,17 @@ class LocalSandbox(Sandbox):
             "processes": self._kill_method(),
             "memory": mem,
             "pids": f"{pids}: {self.limits.pids}",
+            "workspace": ("overlay: a RAM copy of the repository as the read-only lower layer, a private upper "
+                          "layer per workspace" if self.workspace_kind == "overlay"
+                          else f"copy of a RAM copy of the repository (no overlay: {self._why_copy})"),
             "not_isolated": self.not_isolated(),
         }
+
+    @property
+    def interpreter_key(self) -> tuple:
+        """Every local sandbox of one repository with the same environment resolves interpreters alike."""
+        env = {k: v for k, v in self._env(None).items() if k not in ("HOME", "TMPDIR", "SSRKIT_SANDBOX_TOKEN")}
+        return ("local", self.original, self.isolated, tuple(sorted(env.items())))
 
     # -- paths -------------------------------------------------------------------------------------------
     @property
@@ -662,8 +708,9 @@ class LocalSandbox(Sandbox):
         self._ran = False
 
     def _gc(self) -> None:
-        live = {id(t) for t in self._snapshots.values()}
-        live |= {id(m[2]) for m in self.ws.manifest.values()}
+        live = set()
+        for t in [*self._snapshots.values(), *self.ws.live()]:
+            live |= {id(x) for x in (t.depends_on() if hasattr(t, "depends_on") else [t])}
         keep = []
         for t in self._owned:
             if id(t) in live:
@@ -696,7 +743,8 @@ class LocalSandbox(Sandbox):
         return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.root, cwd))
 
     def _argv(self, command: str, cwd: str, env: Mapping[str, str]) -> list[str]:
-        inner = [_BASH, "-c", _limits_script(self.limits), "ssrkit-sandbox", command]
+        shell, limits = _limits_script(self.limits)
+        inner = [shell, "-c", limits, "ssrkit-sandbox", command]
         if self._bwrap is None:
             argv = [*self._unshare, *inner]
         else:
@@ -710,7 +758,17 @@ class LocalSandbox(Sandbox):
 
     def _view_flags(self, env: Mapping[str, str]) -> list[str]:
         """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
-        HOME and scratch, the workspace at the original path, secrets and hidden paths covered."""
+        HOME and scratch, the workspace at the original path, secrets and hidden paths covered. Computed
+        once per environment (finding the toolchain reads every .pth file of its virtualenvs)."""
+        key = tuple(sorted(env.items()))
+        flags = self._views.get(key)
+        if flags is None:
+            if len(self._views) > 32:
+                self._views.clear()
+            flags = self._views[key] = self._make_view_flags(env)
+        return flags
+
+    def _make_view_flags(self, env: Mapping[str, str]) -> list[str]:
         user_home = os.path.realpath(os.path.expanduser("~"))
         b: list[str] = []
         for root in SYSTEM_ROOTS:
@@ -905,6 +963,11 @@ class LocalSandbox(Sandbox):
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if proc.returncode is None and proc.poll() is None:
+            try:  # reaped before the cgroup is emptied: the dead leader would stay listed in it meanwhile
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
         if self.cgroup is not None:
             self.cgroup.kill_all()
         elif self._bwrap is None:
@@ -929,6 +992,9 @@ class LocalSandbox(Sandbox):
                 self.cgroup = None
             self._snapshots.clear()
             self._owned.clear()
+            ws = getattr(self, "ws", None)
+            if ws is not None:
+                ws.close()  # an overlay is unmounted before its directory goes
             force_rmtree(self.dir)
         _cleanup.unregister(self)
 

@@ -1,0 +1,172 @@
+"""What makes one sandbox command cheap must not change what the command gets (issue 15).
+
+Each backend runs every test (see conftest.BACKENDS); the docker-only and local-only ones say so.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+
+import pytest
+
+from ssrkit.errors import PatchError
+from ssrkit.testrun import run_tests
+
+PARSER = """\
+import json, sys
+out = {}
+for line in sys.stdin:
+    name, _, status = line.strip().partition(" ")
+    if status in ("passed", "failed"):
+        out[name] = status
+print(json.dumps(out))
+"""
+
+
+def limits_of(sb) -> dict[str, str]:
+    res = sb.run("cat /proc/self/limits", timeout=30)
+    assert res.ok, res.output
+    out = {}
+    for line in res.output.splitlines()[1:]:
+        parts = line.split()
+        # "Max file size  1048576  1048576  bytes": the name is everything before the two numbers
+        for i, p in enumerate(parts):
+            if p.isdigit() or p == "unlimited":
+                out[" ".join(parts[:i])] = p
+                break
+    return out
+
+
+def test_rlimits_are_exactly_the_limits(opener, shared_repo):
+    if opener.backend == "docker":
+        pytest.skip("docker sets its limits on the container")
+    sb = opener(shared_repo, memory_mb=900, pids=77, file_size_mb=3, cpu_seconds=41)
+    got = limits_of(sb)
+    assert got["Max address space"] == str(900 << 20)
+    assert got["Max processes"] == "77"
+    assert got["Max file size"] == str(3 << 20)
+    assert got["Max cpu time"] == "41"
+    assert got["Max core file size"] == "0"
+    # and the command itself runs in bash, as `$0` and bash-only syntax show
+    res = sb.run('echo "$0"; [[ -n "$BASH_VERSION" ]] && echo bash', timeout=30)
+    assert res.output.splitlines()[-1] == "bash", res.output
+
+
+def test_a_file_beyond_the_size_limit_cannot_be_written(opener, shared_repo):
+    if opener.backend == "docker":
+        pytest.skip("docker sets its limits on the container")
+    sb = opener(shared_repo, file_size_mb=1)
+    res = sb.run("head -c 3000000 /dev/zero > big.bin; echo rc=$?; stat -c %s big.bin", timeout=30)
+    assert "rc=0" not in res.output
+    assert res.output.strip().splitlines()[-1] == str(1 << 20)
+
+
+def test_interpreter_follows_a_shim_once(opener, shared_repo, tmp_path):
+    """A version manager's shim is followed to the interpreter it runs; the answer is cached."""
+    if opener.backend == "docker":
+        pytest.skip("the shim lives on the host")
+    shims = tmp_path / "mgr" / "shims"
+    shims.mkdir(parents=True)
+    (tmp_path / "mgr" / "libexec").mkdir()
+    real = os.path.realpath(sys.executable)
+    (shims / "python3").write_text(f"#!/bin/sh\nexec {real} \"$@\"\n")
+    os.chmod(shims / "python3", 0o755)
+    sb = opener(shared_repo, env={"PATH": f"{shims}:/usr/bin:/bin"})
+    first = sb.interpreter("python3")
+    assert first == real
+    assert sb.interpreter("python3") == first  # cached: no second command
+    res = sb.run(f"{first} -c 'print(6 * 7)'", timeout=30)
+    assert res.output.strip() == "42"
+
+
+def test_interpreter_falls_back_to_the_name(opener, shared_repo):
+    sb = opener(shared_repo)
+    assert sb.interpreter("no-such-python-ssrkit") == "no-such-python-ssrkit"
+
+
+def test_environment_changes_reach_the_view(opener, shared_repo, tmp_path):
+    """The mount plan is cached per environment: a command with another toolchain on PATH sees it."""
+    if opener.backend == "docker":
+        pytest.skip("docker mounts nothing from the host")
+    tool = tmp_path / "tool" / "bin"
+    tool.mkdir(parents=True)
+    (tool / "ssrkit-hello").write_text("#!/bin/sh\necho hello-from-tool\n")
+    os.chmod(tool / "ssrkit-hello", 0o755)
+    sb = opener(shared_repo)
+    assert not sb.run("command -v ssrkit-hello", timeout=30).ok
+    res = sb.run("ssrkit-hello", timeout=30, env={"PATH": f"{tool}:/usr/bin:/bin"})
+    assert res.output.strip() == "hello-from-tool", res.output
+    assert not sb.run("command -v ssrkit-hello", timeout=30).ok
+
+
+# -- one command per test run ---------------------------------------------------------------------------
+
+SCRIPT = 'echo "core.add passed"; grep -q "a - b" src/pkg/core.py && echo "core.sub passed" || echo "core.sub failed"\n'
+
+def break_sub(repo) -> str:
+    """A diff turning `sub` into `add` in the shared repository's core.py."""
+    old = (repo / "src" / "pkg" / "core.py").read_text()
+    new = old.replace("return a - b", "return a + b")
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 "a/src/pkg/core.py", "b/src/pkg/core.py")
+    return "".join(lines)
+
+
+def test_run_tests_applies_and_runs_in_one_command(opener, shared_repo):
+    sb = opener(shared_repo)
+    sb.interpreter("python3")
+    calls = []
+    real_run = sb.run
+
+    def counting(command, **kw):
+        calls.append(command)
+        return real_run(command, **kw)
+
+    sb.run = counting
+    run = run_tests(sb, SCRIPT, PARSER, timeout=60, diffs=[("bug_inject.diff", break_sub(shared_repo))])
+    assert run.statuses == {"core.add": "passed", "core.sub": "failed"}
+    assert run.log == "core.add passed\ncore.sub failed\n"  # the applies print nothing into the log
+    assert len(calls) == 2  # apply + tests, then the parser
+    sb.run = real_run
+    assert sb.read_file("src/pkg/core.py").decode().count("a + b") == 2
+
+
+def test_a_diff_that_does_not_apply_names_itself_and_runs_nothing(opener, shared_repo):
+    sb = opener(shared_repo)
+    stale = break_sub(shared_repo).replace("return a - b", "return a - c")
+    marker = "ssrkit-script-ran"
+    with pytest.raises(PatchError) as e:
+        run_tests(sb, f"echo x > {marker}\n", PARSER, timeout=60,
+                  diffs=[("bug_inject.diff", break_sub(shared_repo)), ("test_weaken.diff", stale)])
+    assert "test_weaken.diff" in str(e.value)
+    assert "src/pkg/core.py" in str(e.value)
+    with pytest.raises(FileNotFoundError):
+        sb.read_file(marker)
+
+
+def test_the_apply_marker_cannot_be_printed_by_accident(opener, shared_repo):
+    """A test script printing something like the apply-failure line is just a log."""
+    sb = opener(shared_repo)
+    run = run_tests(sb, "echo ssrkit-apply-failed-0:0; echo core.add passed\n", PARSER, timeout=60,
+                    diffs=[("bug_inject.diff", break_sub(shared_repo))])
+    assert run.statuses == {"core.add": "passed"}
+    assert run.log.startswith("ssrkit-apply-failed-0:0\n")
+
+
+def test_apply_patches_is_one_command_and_names_the_failing_diff(opener, shared_repo):
+    sb = opener(shared_repo)
+    good = break_sub(shared_repo)
+    stale = good.replace("return a - b", "return a - c")
+    calls = []
+    real_run = sb.run
+    sb.run = lambda command, **kw: (calls.append(command), real_run(command, **kw))[1]
+    with pytest.raises(PatchError) as e:
+        sb.apply_patches([("bug_inject.diff", good), ("test_weaken.diff", stale)])
+    assert e.value.label == "test_weaken.diff" and str(e.value).startswith("test_weaken.diff does not apply")
+    assert len(calls) == 1
+    sb.run = real_run
+    sb.reset()
+    sb.apply_patches([("bug_inject.diff", good), ("empty.diff", "")])
+    assert "a + b" in sb.read_file("src/pkg/core.py").decode().split("def sub")[1]
