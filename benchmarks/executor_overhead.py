@@ -97,7 +97,7 @@ def start_cluster(nodes: int, slots_per_node: int):
     import ray
     from ray.cluster_utils import Cluster
 
-    from ssrkit.ray_executor import SLOT_RESOURCE
+    from ssrkit.executor.ray import SLOT_RESOURCE
 
     node = dict(num_cpus=slots_per_node, resources={SLOT_RESOURCE: slots_per_node},
                 object_store_memory=100 * 1024 * 1024)
@@ -129,7 +129,7 @@ def main() -> None:
         from ray.cluster_utils import Cluster  # noqa: F401
     except ImportError:
         sys.exit("this benchmark needs the ray extra: pip install 'ssrkit[ray]'")
-    from ssrkit.ray_executor import RayExecutor
+    from ssrkit.executor.ray import RayExecutor
 
     tmp = Path(tempfile.mkdtemp(prefix="ssrkit-exec-bench-"))
     out: dict = {"slots": args.slots, "units": args.units, "cpus": os.cpu_count(), "repeat": args.repeat}

@@ -1,5 +1,5 @@
 """What every unit of work does on whichever machine runs it: a scratch copy of a packed artifact, and the
-scratch paths in its results replaced by the driver's (see `executor.py`).
+scratch paths in its results replaced by the driver's (see `executor/`).
 
 The units themselves live beside the engines that submit them (`validate.validate_unit`,
 `solve.attempt_unit`, `higher_order.combine_unit`, `inject.llm.llm_injection_unit`,

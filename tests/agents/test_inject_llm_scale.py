@@ -52,7 +52,7 @@ def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, by
     from ssrkit.config import load_config
     from ssrkit.executor import LocalExecutor
     from ssrkit.inject.llm import inject_llm
-    from ssrkit.ray_executor import RayExecutor
+    from ssrkit.executor.ray import RayExecutor
     from ssrkit.source import RepoSource
 
     server = serve(by_turn(injector_steps))

@@ -22,7 +22,7 @@ from fixtures.raycluster import node_args
 
 pytest.importorskip("ray")
 
-from ssrkit.ray_executor import RayExecutor  # noqa: E402
+from ssrkit.executor.ray import RayExecutor  # noqa: E402
 
 
 def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_repos, tmp_path):
@@ -163,7 +163,7 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     gone (all slots free) and no sandbox of the run left on any node, as soon as the driver has exited."""
     import ray
 
-    from ssrkit.ray_executor import SLOT_RESOURCE
+    from ssrkit.executor.ray import SLOT_RESOURCE
 
     cluster, _ = ray_cluster
     items = sample_items(example_repos, tmp_path / "arts", record_repo=True)

@@ -110,7 +110,7 @@ def test_ray_run_start_reaps_orphans_on_every_node(ray_cluster, repo, tmp_path, 
     pytest.importorskip("ray")
     import ray
 
-    from ssrkit.ray_executor import RayExecutor
+    from ssrkit.executor.ray import RayExecutor
 
     @ray.remote(num_cpus=0, max_retries=0)
     def orphan(marker: str, repo_dir: str) -> None:
@@ -177,8 +177,8 @@ def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, rep
     no sandbox of the run exists and every slot is free."""
     import ray
 
-    from ssrkit import ray_executor
-    from ssrkit.ray_executor import SLOT_RESOURCE, RayExecutor
+    from ssrkit.executor import ray as ray_executor
+    from ssrkit.executor.ray import SLOT_RESOURCE, RayExecutor
 
     def stubborn(repo_dir: str) -> None:
         import time

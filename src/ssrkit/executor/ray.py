@@ -24,10 +24,10 @@ from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from .errors import SsrkitError
-from .executor import ArtifactRef, Executor, SourceRef, pack_tree
-from .sandbox._cleanup import run_id
-from .source import RepoSource
+from ..errors import SsrkitError
+from ..sandbox._cleanup import run_id
+from ..source import RepoSource
+from .base import ArtifactRef, Executor, SourceRef, pack_tree
 
 #: the custom resource that counts sandbox slots on a node
 SLOT_RESOURCE = "ssrkit_sandbox"
@@ -54,7 +54,7 @@ def _run_unit(run: str, fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
     on (for `nodes_used`)."""
     import ray
 
-    from .sandbox._cleanup import set_run_id
+    from ..sandbox._cleanup import set_run_id
 
     set_run_id(run)
     return ray.get_runtime_context().get_node_id(), fn(*args)
@@ -64,7 +64,7 @@ def _reap_node(run: str | None) -> tuple[str, int, int]:
     """On one node: orphans of dead ssrkit processes, and every sandbox of `run` when given."""
     import ray
 
-    from .sandbox.reap import reap
+    from ..sandbox.reap import reap
 
     got = reap(run)
     return ray.get_runtime_context().get_node_id(), got.local, got.containers

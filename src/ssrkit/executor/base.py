@@ -6,7 +6,7 @@ Commands hand their units to an `Executor`: `submit(fn, *args)` returns a `concu
 results stream back as they finish, `cancel()` drops whatever has not finished. Two implementations:
 
 * `LocalExecutor` (the default): the thread pool `--jobs` always meant; with one job a unit runs inline.
-* `RayExecutor` (`--executor ray`, in `ray_executor.py`, the `ssrkit[ray]` extra): one Ray task per unit.
+* `RayExecutor` (`--executor ray`, in `executor/ray.py`, the `ssrkit[ray]` extra): one Ray task per unit.
 
 The driver stays the only writer of artifact directories: a unit that may run elsewhere takes its inputs as
 data (`ArtifactRef`, `SourceRef`) and returns its outputs as data, which the driver writes with the same
@@ -30,13 +30,11 @@ from abc import ABC, abstractmethod
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, is_dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
-from .errors import SsrkitError
-from .source import RepoSource
+from ..errors import SsrkitError
+from ..source import RepoSource
 
-if TYPE_CHECKING:
-    from .config import Config
 
 EXECUTORS = ("local", "ray")
 T = TypeVar("T")
@@ -124,29 +122,6 @@ class LocalExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def make_executor(name: str | None, slots: int, *, address: str | None = None) -> Executor:
-    """The executor named on the command line (`--executor`, `[run] executor`); local when None."""
-    name = (name or "local").strip().lower()
-    if name == "local":
-        if address:
-            raise SsrkitError("--ray-address needs --executor ray")
-        return LocalExecutor(slots)
-    if name == "ray":
-        from .ray_executor import RayExecutor
-
-        return RayExecutor(slots, address=address)
-    raise SsrkitError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
-
-
-def executor_from_config(cfg: "Config", executor: str | None, ray_address: str | None, slots: int) -> Executor:
-    """The executor of a command: the flags, then `[run] executor` / `ray_address` (local by default)."""
-    name = executor or cfg.get("run", "executor") or "local"
-    address = ray_address or cfg.get("run", "ray_address") or None
-    if name == "local" and address and not ray_address:
-        address = None  # a configured address is for when the executor is ray
-    return make_executor(name, max(1, slots), address=address)
 
 
 def run_units(executor: Executor, fn: Callable[..., T], arglists: list[tuple[Any, ...]],
