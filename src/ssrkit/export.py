@@ -47,8 +47,12 @@ from .errors import SsrkitError
 from .fsutil import atomic_write_text
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
+from .sandbox import Limits
 from .solve import JUNK
 from .source import RepoSource
+
+#: an exported task asks its harness for the limits ssrkit's own sandboxes have
+_LIMITS = Limits()
 
 #: how SWE-bench reads the lines `grade.py swebench` prints, and how it grades them
 LOG_PARSER = "parse_log_gotest"
@@ -402,7 +406,8 @@ def harbor_task_toml(task: Task) -> str:
         },
         "verifier": {"timeout_sec": float(verifier)},
         "agent": {"timeout_sec": 1800.0},
-        "environment": {"build_timeout_sec": 900.0, "cpus": 2, "memory_mb": 4096, "storage_mb": 10240},
+        "environment": {"build_timeout_sec": 900.0, "cpus": int(_LIMITS.cpus), "memory_mb": _LIMITS.memory_mb,
+                        "storage_mb": 10240},
     })
 
 

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ..agents.client import Sampling
+from ..agents.loop import AgentConfig
 from ..artifact import Artifact
 from ..config import Config, load_config
 from ..errors import SsrkitError
@@ -119,13 +121,10 @@ ApiKeyEnvOpt = typer.Option(
     "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).", rich_help_panel="Model",
 )
 TemperatureOpt = typer.Option("--temperature", rich_help_panel="Model")
-MaxTurnsOpt = typer.Option("--max-turns", min=1, help="Agent turns per run (default 50).", rich_help_panel="Model")
-MaxTokensOpt = typer.Option(
-    "--max-tokens", min=1,
-    help="Tokens per model reply (default: \\[agent] "
-    "max_tokens, else 4096).",
-    rich_help_panel="Model",
-)
+MaxTurnsOpt = typer.Option("--max-turns", min=1, help=f"Agent turns per run (default: \\[agent] max_turns, else "
+                           f"{AgentConfig.max_turns}).", rich_help_panel="Model")
+MaxTokensOpt = typer.Option("--max-tokens", min=1, help=f"Tokens per model reply (default: \\[agent] max_tokens, else "
+                            f"{Sampling.max_tokens}).", rich_help_panel="Model")
 TokenIdsOpt = typer.Option(
     "--token-ids/--no-token-ids",
     help="Ask the server for token ids and log-probs (vLLM returns them; others ignore it).", rich_help_panel="Model",

@@ -47,7 +47,7 @@ class Existing:
     same bug is reused (same seed and strategy, valid) or a duplicate."""
 
     path: Path
-    metadata: dict[str, Any]  # artifact.toml
+    metadata: Metadata  # artifact.toml
     validation: dict[str, Any] | None
 
 
@@ -153,9 +153,9 @@ class Evaluator:
         """A bug already in the output directory: reused when this seed and strategy made it valid there."""
         found = self.existing[key]
         path, meta, v = found.path, found.metadata, found.validation or {}
-        inj = meta.get("injector", {})
-        if inj.get("seed") == self.seed and meta.get("strategy") == cand.strategy and \
-                inj.get("agent") == AGENT and v.get("valid"):
+        inj = meta.injector
+        if inj.get("seed") == self.seed and meta.strategy == cand.strategy and inj.get("agent") == AGENT and \
+                v.get("valid"):
             return Outcome(cand, REUSED, "already in the output directory", artifact=path,
                            artifact_id=path.name, bug_key=key, bug_files=bug_files,
                            fail_to_pass=list(v.get("fail_to_pass", [])))

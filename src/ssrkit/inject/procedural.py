@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact
+from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata
 from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
@@ -160,8 +160,6 @@ def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
 
 def _scan_existing(out: Path) -> dict[str, Existing]:
     """Artifacts already in the output directory, by the hash of their bug diff."""
-    import tomllib
-
     found: dict[str, Existing] = {}
     if not out.is_dir():
         return found
@@ -169,14 +167,15 @@ def _scan_existing(out: Path) -> dict[str, Existing]:
         bug = d / BUG_DIFF
         if d.name.startswith(".") or not bug.is_file():
             continue
-        try:
-            meta = tomllib.loads((d / METADATA).read_text(encoding="utf-8")) if (d / METADATA).is_file() else {}
-        except (OSError, ValueError):
-            meta = {}
         key = hashlib.sha256(bug.read_bytes()).hexdigest()
         if key not in found:
+            art = Artifact(d)
             try:
-                validation = Artifact(d).validation
+                meta = art.metadata
+            except (OSError, SsrkitError):
+                meta = Metadata()
+            try:
+                validation = art.validation
             except SsrkitError:
                 validation = None
             found[key] = Existing(d, meta, validation)
