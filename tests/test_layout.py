@@ -194,3 +194,22 @@ def test_one_option_style():
                                                                                 and d.id.endswith("Opt")):
                         old.append(f"{mod}.{fn.name}: {src[:40]}")
     assert old == []
+
+
+def test_every_import_of_ssrkit_resolves():
+    """Imports inside functions run only when called: a module moved into a package must not leave one
+    pointing at a module that no longer exists (`from .fsutil import ...` one level too shallow)."""
+    broken = []
+    for name, path in MODULES.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("ssrkit")):
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                if node.level:
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base) + ("." + node.module if node.module else "")
+                else:
+                    target = node.module
+                if target not in MODULES:
+                    broken.append(f"{name}:{node.lineno}: {target}")
+    assert broken == []
