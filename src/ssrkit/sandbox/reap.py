@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass
 
 from . import _cgroup
+from ._overlay import sweep_mounts
 from ._tree import force_rmtree
 from .local import LABEL, _sweep_stale_dirs, _tmp_root
 
@@ -70,6 +71,7 @@ def _remove_local_run(root: str, run: str) -> int:
                 continue
             if label.get("cgroups"):
                 _cgroup.SandboxCgroup(list(label["cgroups"]), list(label.get("controllers") or [])).remove()
+            sweep_mounts(d)  # an overlay workspace's mount, left by a killed process
             force_rmtree(d)
             n += 1
     return n
