@@ -216,3 +216,30 @@ def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, rep
     while ray.available_resources().get(SLOT_RESOURCE, 0) != total and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
+
+
+def test_a_forged_label_cannot_make_the_reaper_kill_outside_its_sandboxes(tmp_path):
+    """label.json lists the cgroups the reaper kills; one naming anything but a cgroup ssrkit made (here a
+    directory whose cgroup.procs lists an unrelated process) is ignored: that process survives, while the
+    sandbox directory itself is still removed."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        fake = tmp_path / "ssrkit-1-1"  # the right name, the wrong place
+        fake.mkdir()
+        (fake / "cgroup.procs").write_text(f"{bystander.pid}\n")
+        run = f"forged-{os.getpid()}"
+        sess = Path(_tmp_root()) / f"ssrkit-{os.getpid()}-forged"
+        box = sess / "sb-forged"
+        box.mkdir(parents=True)
+        (box / LABEL).write_text(json.dumps({"run": run, "pid": os.getpid(), "cgroups": [str(fake)],
+                                             "controllers": ["pids"]}))
+        assert reap(run, docker=False).local == 1
+        assert not box.exists()
+        time.sleep(0.2)
+        assert bystander.poll() is None, "the reaper killed a process outside ssrkit's cgroups"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        import shutil
+
+        shutil.rmtree(Path(_tmp_root()) / f"ssrkit-{os.getpid()}-forged", ignore_errors=True)

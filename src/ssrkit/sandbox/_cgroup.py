@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import time
 
@@ -236,6 +237,14 @@ def _rmdir(path: str) -> None:
             return
         except OSError:
             time.sleep(0.02)
+
+
+def is_sandbox_cgroup(path: str) -> bool:
+    """True for a cgroup `SandboxCgroup.create` makes (`ssrkit-PID-N` directly under a controller's parent):
+    what a label.json names is killed and removed only when it is one, never another cgroup of the host."""
+    name, parent = os.path.basename(path), os.path.dirname(os.path.normpath(path))
+    parents = {parent_dir(c) for c in ("pids", "memory")} - {None}
+    return re.fullmatch(r"ssrkit-\d+-\d+", name) is not None and parent in parents
 
 
 def sweep_stale() -> None:

@@ -69,8 +69,9 @@ def _remove_local_run(root: str, run: str) -> int:
                 continue
             if label.get("run") != run:
                 continue
-            if label.get("cgroups"):
-                _cgroup.SandboxCgroup(list(label["cgroups"]), list(label.get("controllers") or [])).remove()
+            cgroups = [str(p) for p in label.get("cgroups") or [] if _cgroup.is_sandbox_cgroup(str(p))]
+            if cgroups:
+                _cgroup.SandboxCgroup(cgroups, list(label.get("controllers") or [])).remove()
             sweep_mounts(d)  # an overlay workspace's mount, left by a killed process
             force_rmtree(d)
             n += 1
