@@ -14,7 +14,6 @@ report, export, higher-order) goes through `scored_attempts` instead of indexing
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,10 +166,12 @@ class ScoredAttempt:
         return self.path / TRAJECTORY
 
 
-def _read_eval(path: Path) -> dict[str, Any] | None:
+def _finished_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:
+    """`read_eval` for readers that must not stop on one bad file: an unreadable eval.json, or one without a
+    boolean verdict, counts as unfinished."""
     try:
-        data = json.loads((path / EVAL).read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = read_eval(artifact, name)
+    except (OSError, SsrkitError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("passed"), bool) else None
 
@@ -205,7 +206,7 @@ def scored_attempts(artifact: Artifact | Path) -> list[ScoredAttempt]:
     """
     art = artifact if isinstance(artifact, Artifact) else Artifact(artifact)
     dirs = art.attempt_dirs()
-    evals = {d.name: _read_eval(d) for d in dirs}
+    evals = {d.name: _finished_eval(art, d.name) for d in dirs}
     finished = [name for name, ev in evals.items() if ev is not None]
     by_name = rewards_by_name(art.reward, finished)
     out = []
