@@ -240,11 +240,12 @@ def _rmdir(path: str) -> None:
 
 
 def is_sandbox_cgroup(path: str) -> bool:
-    """True for a cgroup `SandboxCgroup.create` makes (`ssrkit-PID-N` directly under a controller's parent):
-    what a label.json names is killed and removed only when it is one, never another cgroup of the host."""
-    name, parent = os.path.basename(path), os.path.dirname(os.path.normpath(path))
-    parents = {parent_dir(c) for c in ("pids", "memory")} - {None}
-    return re.fullmatch(r"ssrkit-\d+-\d+", name) is not None and parent in parents
+    """True for a cgroup like those `SandboxCgroup.create` makes (`ssrkit-PID-N`, on a cgroup filesystem):
+    what a label.json names is killed and removed only when it is one, never a directory elsewhere."""
+    real = os.path.realpath(path)
+    mounts = [mp for _root, mp, fstype, _opts in _mounts() if fstype in ("cgroup", "cgroup2")]
+    return re.fullmatch(r"ssrkit-\d+-\d+", os.path.basename(real)) is not None and \
+        any(real.startswith(mp.rstrip("/") + "/") for mp in mounts)
 
 
 def sweep_stale() -> None:
