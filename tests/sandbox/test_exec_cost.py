@@ -170,3 +170,57 @@ def test_apply_patches_is_one_command_and_names_the_failing_diff(opener, shared_
     sb.reset()
     sb.apply_patches([("bug_inject.diff", good), ("empty.diff", "")])
     assert "a + b" in sb.read_file("src/pkg/core.py").decode().split("def sub")[1]
+
+
+# -- the prejoined process (sandbox/_prejoin.py): a command starts inside the cgroups already ------------
+
+def prejoined_sandbox(opener, repo):
+    sb = opener(repo)
+    if getattr(sb, "_waiter", None) is None:
+        pytest.skip("no prejoined process here (it needs bubblewrap and a writable cgroup)")
+    return sb
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_a_prejoined_command_gets_what_a_plain_one_gets(opener, shared_repo):
+    sb = prejoined_sandbox(opener, shared_repo)
+    probe = "env | sort; pwd; ulimit -a; cat /proc/self/cgroup | sort; ls /proc | grep -c '^[0-9]'"
+    via_waiter = sb.run(probe, timeout=30, env={"EXTRA": "it's \"quoted\"\nand two lines"}, stdin=b"in\n")
+    sb._waiter.discard()
+    sb._waiter = None  # the next command takes the ordinary path
+    plain = sb.run(probe, timeout=30, env={"EXTRA": "it's \"quoted\"\nand two lines"}, stdin=b"in\n")
+    assert via_waiter.ok and plain.ok, (via_waiter.output, plain.output)
+    strip = lambda out: "\n".join(ln for ln in out.splitlines() if not ln.startswith(("HOME=", "_=")))  # noqa: E731
+    assert strip(via_waiter.output) == strip(plain.output)
+    assert sb._waiter is not None
+    value = "it's \"quoted\"\nand $two lines"
+    assert sb.run('printf %s "$EXTRA"', timeout=30, env={"EXTRA": value}).output == value
+    assert sb.run("cat", timeout=30, stdin=b"piped in\n").output == "piped in\n"
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_the_waiting_process_is_out_of_the_commands_reach(opener, shared_repo):
+    """A command cannot see the waiting process; what it leaves behind dies, the waiting process does not,
+    and the next command runs in it with nothing of the last."""
+    sb = prejoined_sandbox(opener, shared_repo)
+    cmdlines = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
+    res = sb.run(f"setsid sh -c 'sleep 300' >/dev/null 2>&1 & kill -9 -1; {cmdlines}", timeout=30)
+    assert res.output.strip() and "read -r go" not in res.output
+    waiter = sb._waiter
+    assert waiter is not None and waiter.proc.poll() is None
+    assert sb.cgroup.pids() == [waiter.pid]  # the sleeper is gone, the waiting process is all that is left
+    after = sb.run(cmdlines, timeout=30)
+    assert after.ok and "sleep 300" not in after.output and "read -r go" not in after.output
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_a_dead_waiting_process_falls_back_to_a_plain_start(opener, shared_repo):
+    sb = prejoined_sandbox(opener, shared_repo)
+    os.kill(sb._waiter.pid, 9)
+    sb._waiter.proc.wait()
+    res = sb.run("echo still works", timeout=30)
+    assert res.ok and res.output == "still works\n"
+    assert sb._waiter is not None and sb._waiter.proc.poll() is None  # a new one waits for the next command
+    d = sb.dir
+    sb.close()
+    assert not os.path.exists(d)

@@ -185,13 +185,14 @@ class SandboxCgroup:
                 pass
         return sorted(out)
 
-    def kill_all(self, timeout: float = 5.0) -> bool:
-        """SIGKILL every process in the cgroups until they are empty; True when they are."""
+    def kill_all(self, timeout: float = 5.0, spare: int | None = None) -> bool:
+        """SIGKILL every process in the cgroups (but `spare`: the sandbox's own `Prejoined` process, waiting
+        for the next command) until they are empty; True when they are."""
         deadline = time.monotonic() + timeout
-        kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths]
+        kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths] if spare is None else []
         delay = 0.0002  # usually only a namespace's init is still tearing down its mounts: short waits first
         while True:
-            pids = self.pids()
+            pids = [p for p in self.pids() if p != spare]
             if not pids:
                 return True
             for kill_file in kill_files:

@@ -45,7 +45,9 @@ Limits
     inside the user namespace so it counts only the sandbox's processes), file size, CPU seconds, no core
     dumps. Where the machine allows, each sandbox also gets cgroups (`_cgroup.py`): pids (uid 0 is exempt
     from RLIMIT_NPROC) and memory — `memory_mb` for the whole process tree, RAM-backed files it writes to
-    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Output is read
+    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Under bubblewrap a
+    command starts in a process that joined the cgroups while the previous command ran (`_prejoin.py`: a
+    join waits for an RCU grace period, longer than bubblewrap's own start). Output is read
     from one pipe while the command runs, bounded by `OutputCapture` (head + tail). `isolation` reports
     what is in force.
 """
@@ -77,6 +79,7 @@ from . import _cgroup, _cleanup
 from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
+from ._prejoin import Prejoined
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
     PRISTINE,
@@ -524,6 +527,7 @@ class LocalSandbox(Sandbox):
         self._clean_tree = None
         self._views: dict[tuple, list[str]] = {}
         self.cgroup: _cgroup.SandboxCgroup | None = None
+        self._waiter: Prejoined | None = None
 
         sess = _session()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
@@ -554,6 +558,7 @@ class LocalSandbox(Sandbox):
             if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
+            self._prejoin()
             if not self.isolated:
                 _warn_once("nobwrap", "ssrkit: %s; local sandboxes run commands as plain subprocesses. NOT "
                            "isolated: %s", self._why_not, "; ".join(self.not_isolated()))
@@ -742,19 +747,30 @@ class LocalSandbox(Sandbox):
             return self.root
         return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.root, cwd))
 
-    def _argv(self, command: str, cwd: str, env: Mapping[str, str]) -> list[str]:
+    def _argv(self, command: str, cwd: str, env: Mapping[str, str], *, join: bool = True) -> list[str]:
+        """The command's argv: the limits shell, in bubblewrap (or unshare); first joining the sandbox's
+        cgroups when `join` (a `Prejoined` process has joined them already)."""
         shell, limits = _limits_script(self.limits)
         inner = [shell, "-c", limits, "ssrkit-sandbox", command]
         if self._bwrap is None:
             argv = [*self._unshare, *inner]
         else:
             argv = [*self._bwrap, *self._view_flags(env), "--chdir", cwd, "--", *inner]
-        procs = self.cgroup.procs_files if self.cgroup is not None else []
+        procs = self.cgroup.procs_files if self.cgroup is not None and join else []
         if procs:  # join every cgroup of the sandbox, then become the command
             joins = " && ".join(f'echo $$ > "${i}"' for i in range(len(procs)))
             shift = f" && shift {len(procs) - 1}" if len(procs) > 1 else ""
             argv = ["/bin/sh", "-c", f'{joins}{shift} && exec "$@"', *procs, *argv]
         return argv
+
+    def _prejoin(self) -> None:
+        """Start the process that will run the next command, inside the cgroups already (`_prejoin.py`):
+        under bubblewrap with cgroups only, where the commands cannot see it."""
+        if self.isolated and self.cgroup is not None and self._waiter is None and not self._closed:
+            try:
+                self._waiter = Prejoined(self.cgroup.procs_files, os.path.join(self.dir, "io"))
+            except OSError:
+                self._waiter = None
 
     def _view_flags(self, env: Mapping[str, str]) -> list[str]:
         """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
@@ -837,7 +853,6 @@ class LocalSandbox(Sandbox):
             host_cwd = in_cwd
             if not os.path.isdir(host_cwd):
                 return ExecResult(1, f"ssrkit: working directory {cwd} does not exist\n", 0.0)
-        argv = self._argv(command, in_cwd, full_env)
         stdin_path = None
         if stdin is not None:
             self._stdin_n += 1
@@ -845,28 +860,23 @@ class LocalSandbox(Sandbox):
             with open(stdin_path, "wb") as fh:
                 fh.write(stdin.encode("utf-8") if isinstance(stdin, str) else stdin)
         cap = OutputCapture(self.limits.output_bytes)
-        r, w = os.pipe()
-        try:
-            fcntl.fcntl(w, _F_SETPIPE_SZ, 1 << 20)
-        except OSError:
-            pass
-        stdin_f = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
-        start = time.monotonic()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.start(self._argv(command, in_cwd, full_env, join=False), full_env,
+                                                   host_cwd, stdin_path):
+            waiter.discard()
+            waiter = None
         proc: subprocess.Popen | None = None
         pidfd = None
         timed_out = False
+        r = -1
         try:
-            try:
-                proc = subprocess.Popen(argv, stdin=stdin_f, stdout=w, stderr=w, env=full_env, cwd=host_cwd,
-                                        start_new_session=True, close_fds=True)
-            except OSError as e:
-                raise SandboxError(f"could not start a command in the local sandbox: {e}") from None
-            finally:
-                os.close(w)
-                if stdin_path:
-                    stdin_f.close()  # type: ignore[union-attr]
-                    os.unlink(stdin_path)
+            if waiter is not None:
+                proc, r = waiter.proc, waiter.r
+                start = time.monotonic()
+            else:
+                r, start, proc = self._spawn(self._argv(command, in_cwd, full_env), full_env, host_cwd, stdin_path)
             self._proc = proc
+            self._prejoin()  # the next command's process joins the cgroups while this one runs
             pidfd = _pidfd(proc.pid)
             timed_out = self._pump(r, proc, pidfd, start + max(float(timeout), 0.0), cap)
             self._kill_tree(proc)
@@ -881,7 +891,15 @@ class LocalSandbox(Sandbox):
                     pass
             if pidfd is not None:
                 os.close(pidfd)
-            os.close(r)
+            if r >= 0:
+                os.close(r)
+            if waiter is not None:
+                waiter.done()
+            if stdin_path:
+                try:
+                    os.unlink(stdin_path)
+                except OSError:
+                    pass
             self._proc = None
         seconds = time.monotonic() - start
         data, truncated = cap.result()
@@ -892,6 +910,28 @@ class LocalSandbox(Sandbox):
             rc = TIMEOUT_EXIT_CODE
         return ExecResult(exit_code=rc, output=decode_output(data), seconds=seconds, timed_out=timed_out,
                           truncated=truncated)
+
+    def _spawn(self, argv: list[str], env: Mapping[str, str], cwd: str,
+               stdin_path: str | None) -> tuple[int, float, subprocess.Popen]:
+        """Start `argv` the ordinary way: (read end of its output pipe, start time, process)."""
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, _F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
+        stdin_f = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(argv, stdin=stdin_f, stdout=w, stderr=w, env=env, cwd=cwd,
+                                    start_new_session=True, close_fds=True)
+        except OSError as e:
+            os.close(r)
+            raise SandboxError(f"could not start a command in the local sandbox: {e}") from None
+        finally:
+            os.close(w)
+            if stdin_path:
+                stdin_f.close()  # type: ignore[union-attr]
+        return r, start, proc
 
     @staticmethod
     def _pump(r: int, proc: subprocess.Popen, pidfd: int | None, deadline: float, cap: OutputCapture) -> bool:
@@ -969,7 +1009,7 @@ class LocalSandbox(Sandbox):
             except subprocess.TimeoutExpired:
                 pass
         if self.cgroup is not None:
-            self.cgroup.kill_all()
+            self.cgroup.kill_all(spare=self._waiter.pid if self._waiter is not None else None)
         elif self._bwrap is None:
             _scan_kill(proc.pid, f"SSRKIT_SANDBOX_TOKEN={self._token}".encode())
 
@@ -987,6 +1027,9 @@ class LocalSandbox(Sandbox):
         if proc is not None and proc.returncode is None:
             self._kill_tree(proc)
         with self._lock:  # waits for a running command to notice its death
+            if self._waiter is not None:
+                self._waiter.discard()
+                self._waiter = None
             if self.cgroup is not None:
                 self.cgroup.remove()
                 self.cgroup = None
