@@ -45,6 +45,8 @@ class TestRun:
     statuses: dict[str, str] = field(default_factory=dict)
     parse_error: str | None = None
     parser_output: str = ""
+    #: with `run_tests(parse_twice=True)`: the statuses of a second parse of the same log (None: it failed)
+    reparsed: dict[str, str] | None = None
 
     @property
     def passed(self) -> set[str]:
@@ -107,17 +109,28 @@ def parse_statuses(text: str) -> dict[str, str]:
     return out
 
 
-def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT) -> tuple[dict[str, str] | None, str | None, str]:
+def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT,
+               twice: bool = False) -> tuple[dict[str, str] | None, str | None, str]:
     """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout).
 
     The parser runs on the interpreter `python3` resolves to in the sandbox (`Sandbox.interpreter`: shims
-    followed once, not on every run).
+    followed once, not on every run). With `twice`, a second run on the same log goes alongside the first in
+    the same command (validation's determinism check, for the cost of neither a second command nor a second
+    start-up in a row); its result is in `last_reparse(sandbox)`.
     """
     path = sandbox.scratch_path(TEST_PARSER)
     err = sandbox.scratch_path("test_parser.err")
     python = shlex.quote(sandbox.interpreter("python3"))
     sandbox.write_file(path, parser)
-    res = sandbox.run(f"{python} {path} 2>{err}", timeout=timeout, stdin=log.encode("utf-8", "replace"))
+    command, stdin = f"{python} {path} 2>{err}", log.encode("utf-8", "replace")
+    if twice:
+        log_file, out2, rc2 = (sandbox.scratch_path(n) for n in (_LOG, _OUT2, _RC2))
+        sandbox.write_file(log_file, stdin)
+        sandbox.write_file(rc2, "")
+        command = (f"{{ {python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; "
+                   f"echo ${{PIPESTATUS[0]}} >{rc2}; }} & {python} {path} <{log_file} 2>{err}; rc=$?; wait; exit $rc")
+        stdin = None
+    res = sandbox.run(command, timeout=timeout, stdin=stdin)
     if res.timed_out:
         return None, f"test_parser.py did not finish within {timeout:.0f}s", res.output
     if res.exit_code != 0:
@@ -132,11 +145,32 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
         return None, clip(str(e)), res.output
 
 
+_LOG, _OUT2, _RC2 = "test_parser.log", "test_parser.out2", "test_parser.rc2"
+REPARSE_BYTES = 16 * 1024 * 1024  # stdout of the second run kept (beyond this it is no JSON object anyway)
+
+
+def last_reparse(sandbox: Sandbox) -> dict[str, str] | None:
+    """The statuses of the second run of the last `run_parser(twice=True)` in `sandbox`; None when it failed,
+    printed something else than one JSON object of statuses, or did not finish."""
+    try:
+        rc = sandbox.read_file(sandbox.scratch_path(_RC2)).decode().strip()
+        out = sandbox.read_file(sandbox.scratch_path(_OUT2)).decode("utf-8", "replace")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if rc != "0":
+        return None
+    try:
+        return parse_statuses(out)
+    except ParseError:
+        return None
+
+
 def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,
-              parse_in: Sandbox | None = None, diffs: Sequence[tuple[str, str]] = ()) -> TestRun:
+              parse_in: Sandbox | None = None, diffs: Sequence[tuple[str, str]] = (),
+              parse_twice: bool = False) -> TestRun:
     """Apply `diffs` ((label, diff) in order) to the sandbox's current state, run the test script, then parse
     its log (in `parse_in` when given: grading parses where the code under test never ran, so it cannot
-    tamper with the parser).
+    tamper with the parser); `parse_twice` parses it twice at once (`run_parser`), the second in `reparsed`.
 
     The applies and the test script are one command (one sandbox start): the applies' output goes to a
     scratch file, shown only when one fails (PatchError naming that diff's label, the script not run), so
@@ -152,8 +186,10 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
                   truncated=res.truncated)
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
-    statuses, error, raw = run_parser(parse_in or sandbox, test_parser, res.output)
+    statuses, error, raw = run_parser(parse_in or sandbox, test_parser, res.output, twice=parse_twice)
     run.parser_output = raw
+    if parse_twice:
+        run.reparsed = last_reparse(parse_in or sandbox) if statuses is not None else None
     if statuses is not None:
         run.statuses = statuses
     else:
