@@ -56,7 +56,7 @@ from . import patch as patches
 from .artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
 from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
-from .sandbox.base import PRISTINE, Sandbox
+from .sandbox.base import PRISTINE, Sandbox, fresh_history_command
 from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TEST_TIMEOUT, TestRun, run_tests
 from .text import clip
@@ -291,17 +291,24 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     shadows = [p for p in shadows if _read_original(sandbox, p) is None]
     for p in shadows:
         originals[p] = None
-    try:
-        sandbox.apply_patches([(BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff)])
-    except PatchError as e:
-        raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
-    # the same fresh single commit the solver saw: no history of the original to `git show` the answer from
-    sandbox.fresh_history(message="Initial commit")
     fix_touched = set(patches.touched_files(fix_diff, FIX))
     todo = paths + [p for p in shadows if p not in paths]
+    # one command: the artifact's diffs, the same fresh single commit the solver saw (no history of the
+    # original to `git show` the answer from), the fix, the protected paths' removal
+    artifact_diffs = sandbox.applies([(BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff)])
+    fix = sandbox.applies([(FIX, fix_diff)], stem="ssrkit-fix")
+    history_failed = f"ssrkit-history-failed-{secrets.token_hex(8)}"
+    err = shlex.quote(sandbox.scratch_path("ssrkit-history.err"))
+    history = (f"{{ {fresh_history_command('Initial commit')}; }} >{err} 2>&1 || "
+               f"{{ echo {history_failed}; cat {err}; exit 1; }}")
     script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
-    fix = sandbox.applies([(FIX, fix_diff)])  # the fix's apply and the protected paths' removal: one command
-    res = sandbox.run(fix.command(script), timeout=60)
+    res = sandbox.run(artifact_diffs.command(f"{history}; " + fix.command(script)), timeout=240)
+    try:
+        artifact_diffs.check(res.output)
+    except PatchError as e:
+        raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
+    if res.output.startswith(history_failed + "\n"):
+        raise PatchError(f"could not create a fresh git history: {res.output.partition(chr(10))[2].strip()[:300]}")
     fix.check(res.output)
     if not res.ok:
         raise SsrkitError(f"could not restore the protected files in the sandbox: {res.output.strip()[:300]}")

@@ -160,10 +160,11 @@ class Sandbox(ABC):
         self.write_file(path, diff if diff.endswith("\n") else diff + "\n")
         return " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(path)
 
-    def applies(self, diffs: Sequence[tuple[str, str]]) -> "Applies":
+    def applies(self, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply") -> "Applies":
         """The applies of `diffs` ((label, diff) in order) as one shell prefix, to run alone
-        (`apply_patches`) or in front of another command (`testrun.run_tests`)."""
-        return Applies(self, diffs)
+        (`apply_patches`) or in front of another command (`testrun.run_tests`); two chained in one command
+        need different `stem`s (the scratch files of their diffs)."""
+        return Applies(self, diffs, stem=stem)
 
     def apply_patches(self, diffs: Sequence[tuple[str, str]], *, timeout: float = 60) -> None:
         """Apply several diffs in order with one command; PatchError (its `label`: the diff's) names the
@@ -218,14 +219,16 @@ class Sandbox(ABC):
 
     def fresh_history(self, *, message: str = "Initial commit", timeout: float = 120) -> None:
         """Replace the git history by one commit of the current tree (the solver must not see the past)."""
-        cmd = (
-            "rm -rf .git && git init -q && git add -A . && "
-            "git -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
-            f"commit -q --no-verify -m {shlex.quote(message)}"
-        )
-        res = self.run(cmd, timeout=timeout)
+        res = self.run(fresh_history_command(message), timeout=timeout)
         if not res.ok:
             raise PatchError(f"could not create a fresh git history: {res.output.strip()[:300]}")
+
+
+def fresh_history_command(message: str) -> str:
+    """The command behind `Sandbox.fresh_history`, to chain with others in one command."""
+    return ("rm -rf .git && git init -q && git add -A . && "
+            "git -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
+            f"commit -q --no-verify -m {shlex.quote(message)}")
 
 
 class Applies:
@@ -233,12 +236,12 @@ class Applies:
     file and is printed, after a random tag line naming the diff, only when one fails (the command then does
     not run), so a command's output is its own; `check` turns a failure into PatchError naming the diff."""
 
-    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply") -> None:
         todo = [(label, diff) for label, diff in diffs if diff.strip()]
         self.labels = [label for label, _ in todo]
         self.tag = f"ssrkit-apply-failed-{secrets.token_hex(8)}"
-        err = shlex.quote(sandbox.scratch_path("ssrkit-apply.err"))
-        self.steps = [f"{sandbox.patch_command(diff, f'ssrkit-apply-{i}.diff')} >{err} 2>&1 || "
+        err = shlex.quote(sandbox.scratch_path(f"{stem}.err"))
+        self.steps = [f"{sandbox.patch_command(diff, f'{stem}-{i}.diff')} >{err} 2>&1 || "
                       f"{{ echo {self.tag}:{i}; cat {err}; exit 1; }}" for i, (_, diff) in enumerate(todo)]
 
     def command(self, then: str) -> str:
