@@ -198,6 +198,9 @@ def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, rep
     monkeypatch.setattr(ray_executor, "CANCEL_GRACE_S", 3.0)
     ex = RayExecutor(3)
     try:
+        # the start-up reap (orphans of dead processes, not waited for) must be over: run late, on a loaded
+        # machine, it would remove the killed workers' sandboxes before the run's reapers could count them
+        ex._wait_reap(ex._startup_reap)
         futures = [ex.submit(stubborn, str(repo)) for _ in range(3)]
         deadline = time.monotonic() + 120
         while len(labels_of(run)) < 3 and time.monotonic() < deadline:
