@@ -249,7 +249,7 @@ def _read_original(sandbox: Sandbox, path: str) -> bytes | None:
         return sandbox.read_file(path)
     except FileNotFoundError:
         return None
-    except (IsADirectoryError, NotADirectoryError, PermissionError):
+    except OSError:  # a directory, no permission, not a regular file
         return None
 
 

@@ -118,7 +118,7 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
             if path not in texts:
                 try:
                     texts[path] = SourceText(sandbox.read_file(path).decode("utf-8"), path)
-                except (FileNotFoundError, UnicodeDecodeError, SyntaxError, ValueError):
+                except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
                     texts[path] = None
             st = texts[path]
             if st is None:

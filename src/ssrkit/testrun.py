@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .artifact import TEST_PARSER, TEST_SCRIPT
-from .sandbox.base import PRISTINE, Sandbox
+from .errors import SandboxError
+from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, Sandbox, decode_output
 from .text import clip
 
 #: Seconds one test run may take (`[validate] timeout`, `--timeout`): validation, grading and the injectors.
@@ -118,34 +119,45 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
     the same command (validation's determinism check, for the cost of neither a second command nor a second
     start-up in a row); its result is in `last_reparse(sandbox)`.
     """
-    path = sandbox.scratch_path(TEST_PARSER)
-    err = sandbox.scratch_path("test_parser.err")
+    log_file = sandbox.scratch_path(_LOG)
+    sandbox.write_file(log_file, log.encode("utf-8", "replace"))
+    res = sandbox.run(_parse_command(sandbox, parser, log_file, twice), timeout=timeout)
+    return _parse_result(sandbox, res.exit_code, res.timed_out, res.output, timeout)
+
+
+def _parse_command(sandbox: Sandbox, parser: str, log_file: str, twice: bool) -> str:
+    """The shell command running test_parser.py on `log_file`: its stdout is the command's output, its
+    stderr goes to a scratch file, its exit code is the command's; `twice`: see `run_parser`."""
+    path, err = sandbox.scratch_path(TEST_PARSER), sandbox.scratch_path(_ERR)
     python = shlex.quote(sandbox.interpreter("python3"))
     sandbox.write_file(path, parser)
-    command, stdin = f"{python} {path} 2>{err}", log.encode("utf-8", "replace")
+    second = ""
     if twice:
-        log_file, out2, rc2 = (sandbox.scratch_path(n) for n in (_LOG, _OUT2, _RC2))
-        sandbox.write_file(log_file, stdin)
+        out2, rc2 = sandbox.scratch_path(_OUT2), sandbox.scratch_path(_RC2)
         sandbox.write_file(rc2, "")
-        command = (f"{{ {python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; "
-                   f"echo ${{PIPESTATUS[0]}} >{rc2}; }} & {python} {path} <{log_file} 2>{err}; rc=$?; wait; exit $rc")
-        stdin = None
-    res = sandbox.run(command, timeout=timeout, stdin=stdin)
-    if res.timed_out:
-        return None, f"test_parser.py did not finish within {timeout:.0f}s", res.output
-    if res.exit_code != 0:
+        second = (f"{{ {python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; "
+                  f"echo ${{PIPESTATUS[0]}} >{rc2}; }} & ")
+    return f"{second}{python} {path} <{log_file} 2>{err}; rc=$?; wait; exit $rc"
+
+
+def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str,
+                  timeout: float) -> tuple[dict[str, str] | None, str | None, str]:
+    """(statuses or None, error or None, raw stdout) of a `_parse_command` that ended so."""
+    if timed_out:
+        return None, f"test_parser.py did not finish within {timeout:.0f}s", output
+    if exit_code != 0:
         # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown
-        tail = sandbox.run(f"tail -c {STDERR_TAIL} {err}", timeout=30)
+        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
         lines = [ln for ln in tail.output.strip().splitlines() if ln.strip()] if tail.ok else []
         last = clip(lines[-1], 1024) if lines else "no error output"
-        return None, f"test_parser.py exited with code {res.exit_code}: {last}", res.output
+        return None, f"test_parser.py exited with code {exit_code}: {last}", output
     try:
-        return parse_statuses(res.output), None, res.output
+        return parse_statuses(output), None, output
     except ParseError as e:
-        return None, clip(str(e)), res.output
+        return None, clip(str(e)), output
 
 
-_LOG, _OUT2, _RC2 = "test_parser.log", "test_parser.out2", "test_parser.rc2"
+_LOG, _ERR, _OUT2, _RC2 = "test_parser.log", "test_parser.err", "test_parser.out2", "test_parser.rc2"
 REPARSE_BYTES = 16 * 1024 * 1024  # stdout of the second run kept (beyond this it is no JSON object anyway)
 
 
@@ -174,24 +186,95 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
 
     The applies and the test script are one command (one sandbox start): the applies' output goes to a
     scratch file, shown only when one fails (PatchError naming that diff's label, the script not run), so
-    the log is the script's output alone; the applies count in the test budget (they take milliseconds).
+    the log is the script's output alone. Where the sandbox allows (`Sandbox.parses_in_run`) and the parse
+    is not elsewhere, the parser runs in that command too (`_run_and_parse`).
     """
     (parse_in or sandbox).interpreter("python3")  # resolved before the tests run, in a state they never touched
     script = sandbox.scratch_path(TEST_SCRIPT)
     sandbox.write_file(script, test_script, mode=0o755)
     applies = sandbox.applies(diffs)
+    if parse_in is None and sandbox.parses_in_run:
+        return _run_and_parse(sandbox, script, test_parser, timeout, applies, parse_twice)
     res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
     applies.check(res.output)
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
-    statuses, error, raw = run_parser(parse_in or sandbox, test_parser, res.output, twice=parse_twice)
+    _parse_separately(parse_in or sandbox, run, test_parser, parse_twice)
+    return run
+
+
+def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool) -> None:
+    statuses, error, raw = run_parser(sandbox, parser, run.log, twice=twice)
+    _set_parse(run, statuses, error, raw, last_reparse(sandbox) if twice and statuses is not None else None)
+
+
+def _set_parse(run: TestRun, statuses: dict[str, str] | None, error: str | None, raw: str,
+               reparsed: dict[str, str] | None) -> None:
     run.parser_output = raw
-    if parse_twice:
-        run.reparsed = last_reparse(parse_in or sandbox) if statuses is not None else None
+    run.reparsed = reparsed
     if statuses is not None:
         run.statuses = statuses
     else:
         run.parse_error = error
+
+
+_RUN_LOG, _RUN_STATUS = "test_script.log", "test_script.status"
+
+
+def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, applies, twice: bool) -> TestRun:
+    """One command for the applies, the test script (its own `timeout`, its output to a scratch log) and the
+    parser. Between the two it kills every process the tests left (`kill -9 -1`: the command's pid namespace
+    holds nothing else), so the parser runs alone, as in a command of its own; it reads the log the host
+    keeps, byte for byte. Where that cannot be (the log is longer than a command's output keeps, or not
+    UTF-8, or the tests killed the command itself), the kept log is parsed by a command of its own."""
+    log_file, status = sandbox.scratch_path(_RUN_LOG), sandbox.scratch_path(_RUN_STATUS)
+    sandbox.write_file(status, "")
+    cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
+    now = "${EPOCHREALTIME:-$(date +%s.%N)}"  # bash 5, else coreutils
+    driver = (f"t0={now}; {{ timeout -s KILL {max(timeout, 0.001):.3f} bash {script} >{log_file} 2>&1 </dev/null; }} "
+              f"2>/dev/null; rc=$?; t1={now}; kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; "
+              f"size=-1; [ -f {log_file} ] && [ ! -L {log_file} ] && size=$(stat -c %s {log_file}); rm -rf {status}; "
+              f"echo \"$rc $t0 $t1 $size\" >{status}; [ \"$size\" -ge 0 ] && [ \"$size\" -le {cap} ] || exit 0; "
+              + _parse_command(sandbox, parser, log_file, twice))
+    res = sandbox.run(applies.command(driver), timeout=timeout + PARSER_TIMEOUT + 30)
+    applies.check(res.output)
+    try:
+        data, truncated = sandbox.read_capped(log_file)
+    except (OSError, SandboxError):  # the tests removed it, or left something else than a file there
+        data, truncated = b"", False
+    done = _driver_status(sandbox, status)
+    if done is None:  # the tests killed the command before it got to the parse (or it ran out of time)
+        run = TestRun(log=decode_output(data), exit_code=res.exit_code, seconds=res.seconds,
+                      timed_out=res.timed_out, truncated=truncated)
+        _parse_separately(sandbox, run, parser, twice)
+        return run
+    rc, seconds, size = done
+    timed_out = rc in (TIMEOUT_EXIT_CODE, 128 + 9) and seconds >= timeout - 0.05
+    run = TestRun(log=decode_output(data), exit_code=TIMEOUT_EXIT_CODE if timed_out else rc, seconds=seconds,
+                  timed_out=timed_out, truncated=truncated)
+    if truncated or size != len(data) or not _is_utf8(data):
+        _parse_separately(sandbox, run, parser, twice)  # the parser must see what is kept: the kept log
+        return run
+    statuses, error, raw = _parse_result(sandbox, res.exit_code, res.timed_out, res.output, PARSER_TIMEOUT)
+    _set_parse(run, statuses, error, raw, last_reparse(sandbox) if twice and statuses is not None else None)
     return run
+
+
+def _driver_status(sandbox: Sandbox, path: str) -> tuple[int, float, int] | None:
+    """(test exit code, test seconds, log bytes) as `_run_and_parse`'s command wrote them after the tests."""
+    try:
+        fields = sandbox.read_file(path).decode("ascii").split()
+        rc, t0, t1, size = int(fields[0]), float(fields[1]), float(fields[2]), int(fields[3])
+    except (OSError, SandboxError, UnicodeDecodeError, ValueError, IndexError):
+        return None
+    return rc, max(t1 - t0, 0.0), size
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

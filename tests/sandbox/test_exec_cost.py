@@ -128,9 +128,49 @@ def test_run_tests_applies_and_runs_in_one_command(opener, shared_repo):
     run = run_tests(sb, SCRIPT, PARSER, timeout=60, diffs=[("bug_inject.diff", break_sub(shared_repo))])
     assert run.statuses == {"core.add": "passed", "core.sub": "failed"}
     assert run.log == "core.add passed\ncore.sub failed\n"  # the applies print nothing into the log
-    assert len(calls) == 2  # apply + tests, then the parser
+    assert len(calls) == (1 if sb.parses_in_run else 2)  # apply + tests (+ the parser, where it may), parser
     sb.run = real_run
     assert sb.read_file("src/pkg/core.py").decode().count("a + b") == 2
+
+
+def test_the_parser_in_the_test_command_sees_the_kept_log_alone(opener, shared_repo):
+    """Where the parser runs in the test command, it parses what is kept as the log, after everything the
+    tests started is dead: a leftover that keeps writing to the log (or to the command's output) cannot reach
+    the parse."""
+    sb = opener(shared_repo)
+    leftover = ("setsid sh -c 'sleep 0.3; echo core.sub passed >> $0; echo core.add failed' "
+                "\"$(readlink /proc/$$/fd/1)\" >/dev/null 2>&1 &\n")
+    run = run_tests(sb, leftover + SCRIPT, PARSER, timeout=60)
+    assert run.statuses == {"core.add": "passed", "core.sub": "passed"}
+    assert run.log == "core.add passed\ncore.sub passed\n"
+    import time
+
+    time.sleep(0.6)  # the leftover, had it lived, would have written by now
+    assert run_tests(sb, SCRIPT, PARSER, timeout=60).statuses == {"core.add": "passed", "core.sub": "passed"}
+
+
+def test_a_script_that_kills_everything_still_gets_its_log_parsed(opener, shared_repo):
+    sb = opener(shared_repo)
+    if not sb.parses_in_run and sb.backend != "docker":
+        pytest.skip("kill -9 -1 is only safe where the command has a pid namespace of its own")
+    run = run_tests(sb, "echo core.add passed; kill -9 -1; sleep 1\n", PARSER, timeout=60)
+    assert run.statuses == {"core.add": "passed"} and run.parse_error is None
+
+
+def test_a_script_past_its_timeout_is_killed_and_its_log_parsed(opener, shared_repo):
+    sb = opener(shared_repo)
+    run = run_tests(sb, "echo core.add passed; setsid sleep 30 & sleep 30\n", PARSER, timeout=1.5)
+    assert run.timed_out and run.exit_code == 124
+    assert 1.4 < run.seconds < 10
+    assert run.statuses == {"core.add": "passed"}
+
+
+def test_a_log_replaced_by_a_fifo_does_not_hang(opener, shared_repo):
+    sb = opener(shared_repo)
+    fifo = 'f=$(readlink /proc/$$/fd/1); echo core.add passed; rm -f "$f" && mkfifo "$f" && ls -l "$f" >&2\n'
+    run = run_tests(sb, fifo, PARSER, timeout=20)  # returns (a hang would block the host reading the log)
+    assert run.seconds < 15
+    assert run.statuses in ({}, {"core.add": "passed"}) or run.parse_error
 
 
 def test_a_diff_that_does_not_apply_names_itself_and_runs_nothing(opener, shared_repo):
@@ -224,3 +264,24 @@ def test_a_dead_waiting_process_falls_back_to_a_plain_start(opener, shared_repo)
     d = sb.dir
     sb.close()
     assert not os.path.exists(d)
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap", "local-none"], indirect=True)
+def test_write_file_over_a_fifo_a_command_left_does_not_block(opener, shared_repo):
+    sb = opener(shared_repo)
+    target = sb.scratch_path("test_parser.py")
+    assert sb.run(f"mkfifo {target}", timeout=30).ok
+    sb.write_file(target, "print('{}')\n")  # returns: the FIFO is replaced, not opened
+    assert sb.read_file(target) == b"print('{}')\n"
+    assert sb.run(f"test -f {target} && ! test -p {target}", timeout=30).ok
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap", "local-none"], indirect=True)
+def test_read_file_of_a_fifo_a_command_left_does_not_block(opener, shared_repo):
+    sb = opener(shared_repo)
+    assert sb.run(f"mkfifo {sb.scratch_path('rc')} left.fifo", timeout=30).ok
+    for path in (sb.scratch_path("rc"), "left.fifo"):
+        with pytest.raises(OSError, match="not a regular file"):
+            sb.read_file(path)
+    with pytest.raises(OSError):
+        sb.read_capped(sb.scratch_path("rc"))

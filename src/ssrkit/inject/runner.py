@@ -123,7 +123,7 @@ def list_python_files(sandbox: Sandbox) -> list[str]:
 def _read(sandbox: Sandbox, path: str) -> str:
     try:
         return sandbox.read_file(path).decode("utf-8", "replace")
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except OSError:  # missing, a directory, no permission, not a regular file
         return ""
 
 

@@ -202,6 +202,19 @@ class Sandbox(ABC):
         return found
 
     @property
+    def parses_in_run(self) -> bool:
+        """May `testrun.run_tests` run the parser in the test command itself? Only where a command's processes
+        share a pid namespace with nothing else of the machine, so that the command can kill every process
+        the tests left (`kill -9 -1`) before the parser starts. False (the default): two commands."""
+        return False
+
+    def read_capped(self, path: str) -> tuple[bytes, bool]:
+        """A file's head and tail within `limits.output_bytes`, as a command's output is kept; (data, cut?)."""
+        cap = OutputCapture(self.limits.output_bytes)  # type: ignore[attr-defined]
+        cap.feed(self.read_file(path))
+        return cap.result()
+
+    @property
     def interpreter_key(self) -> tuple | None:
         """What decides where `interpreter` resolves, when sandboxes of one kind share the answer in this
         process; None (the default): this sandbox alone."""

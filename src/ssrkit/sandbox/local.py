@@ -97,6 +97,7 @@ from .base import (
 log = logging.getLogger("ssrkit.sandbox")
 
 _F_SETPIPE_SZ = 1031
+_HAS_RUN_TOOLS = all(shutil.which(t) for t in ("timeout", "stat", "head", "date"))
 _BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -618,6 +619,24 @@ class LocalSandbox(Sandbox):
         }
 
     @property
+    def parses_in_run(self) -> bool:
+        """Under bubblewrap each command has its own pid namespace (and the tools of the one-command run:
+        coreutils' timeout, stat and head, visible in the sandbox as on the host)."""
+        return self.isolated and _HAS_RUN_TOOLS
+
+    def read_capped(self, path: str) -> tuple[bytes, bool]:
+        self._check_open()
+        cap = OutputCapture(self.limits.output_bytes)
+        # a command may have left a FIFO or a device there: opened without blocking, read only if a file
+        fd = os.open(self._host_path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+            while chunk := fh.read(1 << 20):  # streamed: the file may be as large as file_size_mb
+                cap.feed(chunk)
+        return cap.result()
+
+    @property
     def interpreter_key(self) -> tuple:
         """Every local sandbox of one repository with the same environment resolves interpreters alike."""
         env = {k: v for k, v in self._env(None).items() if k not in ("HOME", "TMPDIR", "SSRKIT_SANDBOX_TOKEN")}
@@ -658,6 +677,11 @@ class LocalSandbox(Sandbox):
         os.makedirs(os.path.dirname(host), exist_ok=True)
         if isinstance(data, str):
             data = data.encode("utf-8")
+        try:  # a command may have left a symlink, FIFO or device there: opening it could block or escape
+            if not stat.S_ISREG(os.lstat(host).st_mode) and not os.path.isdir(host):
+                os.unlink(host)
+        except FileNotFoundError:
+            pass
         if os.path.islink(host):
             os.unlink(host)
         with open(host, "wb") as fh:
@@ -668,7 +692,13 @@ class LocalSandbox(Sandbox):
     def read_file(self, path: str) -> bytes:
         self._check_open()
         host = self._host_path(path)
-        with open(host, "rb") as fh:
+        # a FIFO or device a command left would block a plain open: opened without blocking, read if a file
+        fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as fh:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
             return fh.read()
 
     # -- snapshots ---------------------------------------------------------------------------------------
