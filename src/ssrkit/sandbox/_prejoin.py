@@ -47,13 +47,12 @@ class Prejoined:
                                          stdout=w, stderr=w, env={}, cwd="/", start_new_session=True,
                                          close_fds=True)
         except OSError:
-            for fd in (r, w, go_r, go_w):
-                os.close(fd)
+            os.close(r)
+            os.close(go_w)
             raise
-        finally:
-            if hasattr(self, "proc"):
-                os.close(w)
-                os.close(go_r)
+        finally:  # the process holds its ends now (or there is none)
+            os.close(w)
+            os.close(go_r)
         self.r: int | None = r
         self._go: int | None = go_w
 

@@ -625,13 +625,8 @@ class LocalSandbox(Sandbox):
         return self.isolated and _HAS_RUN_TOOLS
 
     def read_capped(self, path: str) -> tuple[bytes, bool]:
-        self._check_open()
         cap = OutputCapture(self.limits.output_bytes)
-        # a command may have left a FIFO or a device there: opened without blocking, read only if a file
-        fd = os.open(self._host_path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with open(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        with self._open_regular(path) as fh:
             while chunk := fh.read(1 << 20):  # streamed: the file may be as large as file_size_mb
                 cap.feed(chunk)
         return cap.result()
@@ -678,28 +673,32 @@ class LocalSandbox(Sandbox):
         if isinstance(data, str):
             data = data.encode("utf-8")
         try:  # a command may have left a symlink, FIFO or device there: opening it could block or escape
-            if not stat.S_ISREG(os.lstat(host).st_mode) and not os.path.isdir(host):
+            st = os.lstat(host)
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                 os.unlink(host)
         except FileNotFoundError:
             pass
-        if os.path.islink(host):
-            os.unlink(host)
         with open(host, "wb") as fh:
             fh.write(data)
         if mode is not None:
             os.chmod(host, mode)
 
     def read_file(self, path: str) -> bytes:
-        self._check_open()
-        host = self._host_path(path)
-        # a FIFO or device a command left would block a plain open: opened without blocking, read if a file
-        fd = os.open(host, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as fh:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.EINVAL, "not a regular file", path)
+        with self._open_regular(path) as fh:
             return fh.read()
+
+    def _open_regular(self, path: str):
+        """Open a file for reading; a FIFO or device a command left would block a plain open, so it is opened
+        without blocking and refused unless it is a regular file (IsADirectoryError for a directory)."""
+        self._check_open()
+        fd = os.open(self._host_path(path), os.O_RDONLY | os.O_NONBLOCK)
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", path)
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return open(fd, "rb")
 
     # -- snapshots ---------------------------------------------------------------------------------------
     def snapshot(self, name: str) -> None:
