@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ssrkit.train.config import TrainConfig
-from ssrkit.train.loop import train
+from ssrkit.train.loop import release_process_group, train
 
 
 def record(step, metrics, model, accelerator):
@@ -46,3 +46,4 @@ if __name__ == "__main__":
         shuffle=False,
     )
     train(cfg, [Path(a) for a in arts], on_step=record)
+    release_process_group()

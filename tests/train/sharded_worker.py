@@ -58,3 +58,4 @@ if __name__ == "__main__":
     config, out, *arts = sys.argv[1:]
     cfg = TrainConfig(**{**json.loads(config), "out": out})
     loop.train(cfg, [Path(a) for a in arts], on_step=record)
+    loop.release_process_group()

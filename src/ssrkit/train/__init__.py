@@ -33,8 +33,12 @@ def require_train_deps() -> None:
 
 
 def run_training(cfg: TrainConfig, artifacts):  # noqa: ANN001 - thin lazy wrapper
-    """`ssrkit.train.loop.train`, imported only when called (it imports torch)."""
+    """`ssrkit.train.loop.train` for a process that trains once (`ssrkit train`), imported only when called
+    (it imports torch)."""
     require_train_deps()
-    from ssrkit.train.loop import train
+    from ssrkit.train.loop import release_process_group, train
 
-    return train(cfg, artifacts)
+    try:
+        return train(cfg, artifacts)
+    finally:
+        release_process_group()  # the run is this process's last

@@ -40,6 +40,14 @@ from ssrkit.train.rollouts import read_rollouts
 
 log = logging.getLogger("ssrkit.train")
 
+def release_process_group() -> None:
+    """Destroy the distributed process group, if any, before the process exits: a gloo group left to the
+    interpreter's teardown can abort a rank ("terminate called without an active exception", exit -6)
+    after a finished run. For the end of a process that trained, not between two `train` calls."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def make_accelerator(cfg: TrainConfig) -> Accelerator:
     """CPU forced when there is no GPU (so `torchrun`/`accelerate launch` give gloo DDP); bf16 on GPU by default."""
     on_gpu = torch.cuda.is_available()
