@@ -179,10 +179,11 @@ def last_reparse(sandbox: Sandbox) -> dict[str, str] | None:
 
 def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,
               parse_in: Sandbox | None = None, diffs: Sequence[tuple[str, str]] = (),
-              parse_twice: bool = False) -> TestRun:
+              checks: Sequence[tuple[str, str]] = (), parse_twice: bool = False) -> TestRun:
     """Apply `diffs` ((label, diff) in order) to the sandbox's current state, run the test script, then parse
     its log (in `parse_in` when given: grading parses where the code under test never ran, so it cannot
     tamper with the parser); `parse_twice` parses it twice at once (`run_parser`), the second in `reparsed`.
+    `checks`: diffs that must also apply on top of `diffs` (`git apply --check`, before the script runs).
 
     The applies and the test script are one command (one sandbox start): the applies' output goes to a
     scratch file, shown only when one fails (PatchError naming that diff's label, the script not run), so
@@ -192,7 +193,7 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     (parse_in or sandbox).interpreter("python3")  # resolved before the tests run, in a state they never touched
     script = sandbox.scratch_path(TEST_SCRIPT)
     sandbox.write_file(script, test_script, mode=0o755)
-    applies = sandbox.applies(diffs)
+    applies = sandbox.applies(diffs, checks=checks)
     if parse_in is None and sandbox.parses_in_run:
         return _run_and_parse(sandbox, script, test_parser, timeout, applies, parse_twice)
     res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)

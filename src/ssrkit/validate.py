@@ -227,6 +227,8 @@ class _Context:
         self.notes: list[str] = []
         self._stack = ExitStack()
         self._sandbox: Sandbox | None = None
+        #: the verdicts so far, in check order (the runner fills it)
+        self.results: dict[str, Check] = {}
         self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
@@ -246,18 +248,19 @@ class _Context:
         return res.exit_code == 0
 
     def test_run(self, sandbox: Sandbox, name: str, diffs: list[tuple[str, str]], *,
-                 parse_twice: bool = False) -> TestRun:
-        """Reset, apply `diffs` in order, run the tests; record the run under `name` (a run the caller
-        handed over under that name in `known` is used instead of running it again). `parse_twice`: the
-        log is parsed twice at once (`TestRun.reparsed`), for the determinism check."""
-        known = self.known.get(name)
-        if known is not None:
-            self.runs[name] = known
-            return known
+                 checks: list[tuple[str, str]] = (), parse_twice: bool = False) -> TestRun:
+        """Reset, apply `diffs` in order, run the tests; record the run under `name` (a run made already,
+        or handed over by the caller under that name in `known`, is used instead of running it again).
+        `checks`: diffs that must apply on top, checked before the tests run. `parse_twice`: the log is
+        parsed twice at once (`TestRun.reparsed`), for the determinism check."""
+        done = self.runs.get(name) or self.known.get(name)
+        if done is not None:
+            self.runs[name] = done
+            return done
         sandbox.reset(PRISTINE)
         with self.engine.slot():
             run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
-                            diffs=diffs, parse_twice=parse_twice)
+                            diffs=diffs, checks=checks, parse_twice=parse_twice)
         self.runs[name] = run
         return run
 
@@ -340,10 +343,17 @@ def check_bug_scope(ctx: _Context) -> tuple[str, str]:
 
 
 def check_applies(ctx: _Context) -> tuple[str, str]:
+    """Both diffs apply, in order. When every other static check passed, this is the bug run itself (the bug
+    applied, the weakening checked on top, then the tests; `check_bug_breaks` uses it): one command fewer
+    per artifact, for a bug run made early on an artifact whose original run then fails."""
     sb = ctx.sandbox()
-    sb.reset(PRISTINE)
-    try:  # one command for both
-        sb.apply_patches([(BUG_DIFF, ctx.texts[BUG_DIFF]), (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
+    bug, weaken = (BUG_DIFF, ctx.texts[BUG_DIFF]), (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])
+    try:
+        if "bug" not in ctx.known and all(ctx.results[n].status in (PASS, WARN) for n in STATIC_CHECKS[:-1]):
+            ctx.test_run(sb, "bug", [bug], checks=[weaken])
+        else:  # one command for both
+            sb.reset(PRISTINE)
+            sb.apply_patches([bug, weaken])
     except PatchError as e:
         where = (f"applied on top of {BUG_DIFF}" if getattr(e, "label", None) == WEAKEN_DIFF
                  else f"applied to the original repository {ctx.source.label}")
@@ -531,7 +541,7 @@ class Validator:
             raise ValueError(f"known runs {unknown} are not among {KNOWN_RUNS}")
         started = time.monotonic()
         ctx = _Context(artifact, source, self.settings, self, known)
-        results: dict[str, Check] = {}
+        results = ctx.results
         try:
             for name, (fn, needs) in CHECKS.items():
                 blocked = [n for n in needs if results[n].status not in (PASS, WARN)]

@@ -50,3 +50,47 @@ def test_a_bug_run_handed_over_is_used_instead_of_running_it(artifact, source):
 def test_only_known_run_names_are_accepted(artifact, source):
     with pytest.raises(ValueError, match="not among"):
         Validator(Settings()).validate(artifact, source, known={"original": testrun.TestRun("", 0, 0.0, False, False)})
+
+
+def _count_commands(monkeypatch) -> list[str]:
+    from ssrkit.sandbox.local import LocalSandbox
+
+    seen: list[str] = []
+    real = LocalSandbox.run
+
+    def run(self, command, **kw):
+        seen.append(command)
+        return real(self, command, **kw)
+
+    monkeypatch.setattr(LocalSandbox, "run", run)
+    return seen
+
+
+def test_a_valid_artifact_costs_its_three_runs_and_no_separate_applies_command(artifact, source, monkeypatch):
+    validator = Validator(Settings(cache=False))
+    validator.validate(artifact, source)  # the interpreter is resolved (once per process) here
+    seen = _count_commands(monkeypatch)
+    report = validator.validate(artifact, source)
+    assert report.valid
+    assert len(seen) == 3  # bug (its applies checked first), original, bug+weaken
+    assert "--check" in seen[0] and "test_script.sh" in seen[0]  # the weakening checked on top of the bug
+    assert set(report.runs) == {"bug", "original", "bug+weaken"}
+
+
+def test_a_weakening_that_does_not_apply_on_top_of_the_bug_fails_applies_before_any_test_runs(artifact, source):
+    diff = artifact.path / "test_weaken.diff"
+    diff.write_text(diff.read_text().replace("def test_truncate_keeps_word_ending", "def test_no_such_test"))
+    report = Validator(Settings(cache=False)).validate(artifact, source)
+    applies = next(c for c in report.checks if c.name == "applies")
+    assert applies.status == "failed" and "applied on top of bug_inject.diff" in applies.message
+    assert report.runs == {}
+
+
+def test_an_artifact_failing_a_static_check_gets_the_applies_check_without_a_test_run(artifact, source, monkeypatch):
+    (artifact.path / "test_files.txt").write_text("tests/test_slug.py\nsrc/textkit/slug.py\n")  # the bug's file
+    seen = _count_commands(monkeypatch)
+    report = Validator(Settings(cache=False)).validate(artifact, source)
+    assert not report.valid and report.runs == {}
+    status = {c.name: c.status for c in report.checks}
+    assert status["bug_scope"] == "failed" and status["applies"] == "passed"
+    assert not any("test_script.sh" in c for c in seen)

@@ -154,17 +154,20 @@ class Sandbox(ABC):
         if not res.ok:
             raise PatchError(explain_apply_error(res.output, label))
 
-    def patch_command(self, diff: str, name: str, *, reverse: bool = False) -> str:
-        """Write `diff` to scratch file `name` and return the `git apply` command that applies it at the root."""
+    def patch_command(self, diff: str, name: str, *, reverse: bool = False, check: bool = False) -> str:
+        """Write `diff` to scratch file `name` and return the `git apply` command that applies it at the root
+        (`check`: that only says whether it would apply)."""
         path = self.scratch_path(name)
         self.write_file(path, diff if diff.endswith("\n") else diff + "\n")
-        return " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse)) + " " + shlex.quote(path)
+        return " ".join(shlex.quote(a) for a in git_apply_args(reverse=reverse, check=check)) + " " + shlex.quote(path)
 
-    def applies(self, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply") -> "Applies":
+    def applies(self, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply",
+                checks: Sequence[tuple[str, str]] = ()) -> "Applies":
         """The applies of `diffs` ((label, diff) in order) as one shell prefix, to run alone
         (`apply_patches`) or in front of another command (`testrun.run_tests`); two chained in one command
-        need different `stem`s (the scratch files of their diffs)."""
-        return Applies(self, diffs, stem=stem)
+        need different `stem`s (the scratch files of their diffs). `checks`: diffs that must apply on top of
+        `diffs` but are not applied (`git apply --check`)."""
+        return Applies(self, diffs, stem=stem, checks=checks)
 
     def apply_patches(self, diffs: Sequence[tuple[str, str]], *, timeout: float = 60) -> None:
         """Apply several diffs in order with one command; PatchError (its `label`: the diff's) names the
@@ -175,9 +178,7 @@ class Sandbox(ABC):
         res = self.run(ap.command("true"), timeout=timeout)
         failed = ap.failure(res.output) or (None if res.ok else (ap.labels[-1], res.output))
         if failed is not None:
-            err = PatchError(explain_apply_error(failed[1], failed[0]))
-            err.label = failed[0]  # type: ignore[attr-defined]
-            raise err
+            raise patch_error(*failed)
 
     def interpreter(self, name: str = "python3", *, timeout: float = 60) -> str:
         """The absolute path of the interpreter `name` resolves to in this sandbox, version-manager shims
@@ -249,13 +250,15 @@ class Applies:
     file and is printed, after a random tag line naming the diff, only when one fails (the command then does
     not run), so a command's output is its own; `check` turns a failure into PatchError naming the diff."""
 
-    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply") -> None:
-        todo = [(label, diff) for label, diff in diffs if diff.strip()]
-        self.labels = [label for label, _ in todo]
+    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply",
+                 checks: Sequence[tuple[str, str]] = ()) -> None:
+        todo = [(label, diff, False) for label, diff in diffs if diff.strip()]
+        todo += [(label, diff, True) for label, diff in checks if diff.strip()]
+        self.labels = [label for label, _, _ in todo]
         self.tag = f"ssrkit-apply-failed-{secrets.token_hex(8)}"
         err = shlex.quote(sandbox.scratch_path(f"{stem}.err"))
-        self.steps = [f"{sandbox.patch_command(diff, f'{stem}-{i}.diff')} >{err} 2>&1 || "
-                      f"{{ echo {self.tag}:{i}; cat {err}; exit 1; }}" for i, (_, diff) in enumerate(todo)]
+        self.steps = [f"{sandbox.patch_command(diff, f'{stem}-{i}.diff', check=check)} >{err} 2>&1 || "
+                      f"{{ echo {self.tag}:{i}; cat {err}; exit 1; }}" for i, (_, diff, check) in enumerate(todo)]
 
     def command(self, then: str) -> str:
         return "; ".join([*self.steps, then])
@@ -271,7 +274,14 @@ class Applies:
         """Raise PatchError (naming the diff, file and hunk) when `output` says an apply failed."""
         failed = self.failure(output)
         if failed is not None:
-            raise PatchError(explain_apply_error(failed[1], failed[0]))
+            raise patch_error(*failed)
+
+
+def patch_error(label: str, said: str) -> PatchError:
+    """The PatchError for the diff `label` that git would not apply (`said`: git's words); `.label` names it."""
+    err = PatchError(explain_apply_error(said, label))
+    err.label = label  # type: ignore[attr-defined]
+    return err
 
 
 # -- environment sanitizing -------------------------------------------------------------------------
