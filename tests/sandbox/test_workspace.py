@@ -238,3 +238,45 @@ def test_forked_child_exit_does_not_close_parent_sandboxes(shared_repo):
     code = _FORK.format(src=SRC, repo=str(shared_repo))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "ok"], out.stderr
+
+
+def test_the_repository_copy_keeps_modes_links_and_times(tmp_path):
+    """The RAM copy a workspace stands on (`prepare_copy`, a tar pipe): exact where a repository needs it."""
+    from ssrkit.sandbox._tree import prepare_copy
+
+    src = tmp_path / "repo"
+    (src / "pkg" / "ro").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("a\n")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(src / "run.sh", 0o750)
+    os.link(src / "pkg" / "a.py", src / "pkg" / "same.py")
+    os.symlink("pkg/a.py", src / "link.py")
+    os.symlink("missing", src / "dangling")
+    (src / "-rf").write_text("a name like an option\n")
+    (src / "pkg" / "ro" / "x.txt").write_text("x\n")
+    os.chmod(src / "pkg" / "ro", 0o555)
+    (src / ".venv").mkdir()
+    (src / ".venv" / "big").write_text("skipped\n")
+    os.utime(src / "pkg" / "a.py", ns=(1_000_000_000, 1_234_567_891_000))
+    os.chmod(src, 0o751)
+    for skip in ([], [".venv"]):
+        dest = tmp_path / f"copy{len(skip)}"
+        prepare_copy(str(src), str(dest), skip)
+        assert (dest / "run.sh").stat().st_mode & 0o777 == 0o750
+        assert os.stat(dest).st_mode & 0o777 == 0o751
+        assert (dest / "pkg" / "ro").stat().st_mode & 0o777 == 0o555 and (dest / "pkg" / "ro" / "x.txt").exists()
+        assert (dest / "pkg" / "a.py").stat().st_ino == (dest / "pkg" / "same.py").stat().st_ino
+        assert (dest / "pkg" / "a.py").stat().st_mtime_ns == 1_234_567_891_000
+        assert os.readlink(dest / "link.py") == "pkg/a.py" and os.readlink(dest / "dangling") == "missing"
+        assert (dest / "-rf").read_text() == "a name like an option\n"
+        assert (dest / ".venv" / "big").exists() != bool(skip)
+        os.chmod(dest / "pkg" / "ro", 0o755)
+    os.chmod(src / "pkg" / "ro", 0o755)
+
+
+def test_a_repository_that_cannot_be_copied_is_a_clear_error(tmp_path):
+    from ssrkit.errors import SandboxError
+    from ssrkit.sandbox._tree import prepare_copy
+
+    with pytest.raises(SandboxError, match="could not copy"):
+        prepare_copy(str(tmp_path / "nowhere"), str(tmp_path / "dest"), [])

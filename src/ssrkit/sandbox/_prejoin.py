@@ -32,7 +32,9 @@ READY = b"R"
 class Prejoined:
     """One waiting process; `start` hands it a command, `discard` kills it unused."""
 
-    def __init__(self, procs_files: Sequence[str], io_dir: str) -> None:
+    def __init__(self, procs_files: Sequence[str], io_dir: str, shell: str = "/bin/sh", prelude: str = "") -> None:
+        """`shell` waits; `prelude` (in its words: the rlimits) runs just before the command is exec'd."""
+        self.prelude = prelude
         self.script = os.path.join(io_dir, f"run-{uuid.uuid4().hex[:12]}.sh")
         joins = " && ".join(f'echo $$ > "${i + 1}"' for i in range(len(procs_files)))
         body = f"{joins} && printf {READY.decode()} && read -r go && . \"$0\""
@@ -43,7 +45,7 @@ class Prejoined:
         except OSError:
             pass
         try:
-            self.proc = subprocess.Popen(["/bin/sh", "-c", body, self.script, *procs_files], stdin=go_r,
+            self.proc = subprocess.Popen([shell, "-c", body, self.script, *procs_files], stdin=go_r,
                                          stdout=w, stderr=w, env={}, cwd="/", start_new_session=True,
                                          close_fds=True)
         except OSError:
@@ -78,6 +80,8 @@ class Prejoined:
         lines = [f"export {shlex.quote(f'{k}={v}')}" for k, v in env.items() if _is_name(k)]
         if cwd != "/":  # it waits in /
             lines.append(f"cd {shlex.quote(cwd)} || exit 126; unset OLDPWD")
+        if self.prelude:
+            lines.append(self.prelude)
         redirect = shlex.quote(stdin_path) if stdin_path else "/dev/null"
         lines.append("exec " + " ".join(shlex.quote(a) for a in argv) + f" <{redirect}")
         with open(self.script, "w") as fh:

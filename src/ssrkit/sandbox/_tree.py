@@ -23,6 +23,7 @@ import os
 import shutil
 import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 
 try:
@@ -62,9 +63,42 @@ def walk(root: str) -> dict[str, os.stat_result]:
 
 
 def cp_a(src: str, dst: str) -> None:
-    """`cp -a src dst` (dst must not exist): the fastest exact copy available (reflinks where possible)."""
-    proc = subprocess.run(["cp", "-a", "--reflink=auto", "--", src, dst], capture_output=True, text=True,
-                          errors="replace")
+    """`cp -a src dst` (dst must not exist): the fastest exact copy available (reflinks where possible),
+    extended attributes included (an overlay upper layer's whiteouts and redirects are xattrs)."""
+    _run_cp(["cp", "-a", "--reflink=auto", "--", src, dst], src, dst)
+
+
+_TAR = shutil.which("tar")
+
+
+def copy_into(src: str, dst: str, names: list[str]) -> None:
+    """Copy the entries `names` of directory `src` (relative; `.` for all, the root's own mode, owner and
+    mtime included) into existing directory `dst`: contents, modes, owners (as root), mtimes to the
+    nanosecond (the POSIX archive format), symlinks and hard links, not extended attributes or ACLs (what a repository needs).
+
+    A tar pipe: about half of `cp -a`'s time on a tree of many small files (fewer system calls per file, and
+    reading and writing run on two cores); `cp -a` where tar is not installed."""
+    members = [n if n == "." else f"./{n}" for n in names]  # ./ : a name starting with '-' is no option
+    if _TAR is None:
+        _run_cp(["cp", "-a", "--reflink=auto", "-t", dst, "--", *members], src, dst, cwd=src)
+        return
+    with tempfile.TemporaryFile() as err:
+        writer = subprocess.Popen([_TAR, "--format=posix", "-C", src, "-cf", "-", "--", *members],
+                                  stdout=subprocess.PIPE, stderr=err)
+        try:
+            reader = subprocess.run([_TAR, "-C", dst, "-xpf", "-"], stdin=writer.stdout, stderr=err)
+        finally:
+            writer.stdout.close()  # type: ignore[union-attr]
+            writer.wait()
+        # tar's 1 when creating: a file changed while it was read (cp -a copies such a file silently too)
+        if writer.returncode not in (0, 1) or reader.returncode != 0:
+            err.seek(0)
+            said = err.read().decode("utf-8", "replace").strip()
+            raise SandboxError(f"could not copy {src} to {dst}: {said[:400] or 'tar failed'}")
+
+
+def _run_cp(argv: list[str], src: str, dst: str, cwd: str | None = None) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", cwd=cwd)
     if proc.returncode != 0:
         raise SandboxError(f"could not copy {src} to {dst}: {proc.stderr.strip()[:400]}")
 
@@ -354,19 +388,16 @@ class Workspace:
 
 
 def prepare_copy(src: str, dest: str, skip: list[str]) -> None:
-    """Copy directory `src` to new directory `dest` with `cp -a`, leaving out the top-level names in `skip`
-    (an empty directory stands in for each, as a mount point)."""
+    """Copy a repository directory `src` to new directory `dest` (`copy_into`), leaving out the top-level
+    names in `skip` (an empty directory stands in for each, as a mount point)."""
+    os.mkdir(dest, 0o700)
     if not skip:
-        cp_a(src, dest)
+        copy_into(src, dest, ["."])
         return
-    os.mkdir(dest)
     st = os.stat(src)
     names = [n for n in os.listdir(src) if n not in skip]
     if names:
-        proc = subprocess.run(["cp", "-a", "--reflink=auto", "-t", dest, "--", *[f"./{n}" for n in names]],
-                              cwd=src, capture_output=True, text=True, errors="replace")
-        if proc.returncode != 0:
-            raise SandboxError(f"could not copy {src}: {proc.stderr.strip()[:400]}")
+        copy_into(src, dest, names)
     for n in skip:
         os.mkdir(os.path.join(dest, n), 0o755)
     os.chmod(dest, stat.S_IMODE(st.st_mode))

@@ -341,9 +341,15 @@ _DASH = shutil.which("dash")
 
 
 def _limits_script(limits: Limits) -> tuple[str, str]:
-    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command). The limits are set by dash where
-    it is installed (it starts in a tenth of bash's time), by bash otherwise; the units differ (dash counts
-    file sizes in 512-byte blocks and processes with -p)."""
+    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command)."""
+    shell, ulimits = _rlimits(limits)
+    return shell, ulimits + f' exec {_BASH} -c "$1"'
+
+
+def _rlimits(limits: Limits) -> tuple[str, str]:
+    """(shell, the `ulimit` lines of `limits` in that shell's words). The limits are set by dash where it is
+    installed (it starts in a tenth of bash's time), by bash otherwise; the units differ (dash counts file
+    sizes in 512-byte blocks and processes with -p)."""
     dash = _DASH is not None
     kb = 2 if dash else 1  # blocks per KiB for `ulimit -f`
     lines = ["ulimit -c 0 2>/dev/null;",
@@ -352,7 +358,7 @@ def _limits_script(limits: Limits) -> tuple[str, str]:
              f"ulimit -{'p' if dash else 'u'} {int(limits.pids)} 2>/dev/null;"]
     if limits.cpu_seconds:
         lines.append(f"ulimit -t {int(limits.cpu_seconds)} 2>/dev/null;")
-    return (_DASH if dash else _BASH), " ".join(lines) + f' exec {_BASH} -c "$1"'
+    return (_DASH if dash else _BASH), " ".join(lines)
 
 
 #: what a bubblewrap sandbox sees of the machine, read-only: the system's toolchain directories (and, added
@@ -778,9 +784,13 @@ class LocalSandbox(Sandbox):
 
     def _argv(self, command: str, cwd: str, env: Mapping[str, str], *, join: bool = True) -> list[str]:
         """The command's argv: the limits shell, in bubblewrap (or unshare); first joining the sandbox's
-        cgroups when `join` (a `Prejoined` process has joined them already)."""
-        shell, limits = _limits_script(self.limits)
-        inner = [shell, "-c", limits, "ssrkit-sandbox", command]
+        cgroups when `join`. With `join=False` (a `Prejoined` process has joined them already, and sets the
+        rlimits before it becomes bubblewrap: they are inherited) bubblewrap runs bash itself."""
+        if join:
+            shell, limits = _limits_script(self.limits)
+            inner = [shell, "-c", limits, "ssrkit-sandbox", command]
+        else:
+            inner = [_BASH, "-c", command]
         if self._bwrap is None:
             argv = [*self._unshare, *inner]
         else:
@@ -797,7 +807,8 @@ class LocalSandbox(Sandbox):
         under bubblewrap with cgroups only, where the commands cannot see it."""
         if self.isolated and self.cgroup is not None and self._waiter is None and not self._closed:
             try:
-                self._waiter = Prejoined(self.cgroup.procs_files, os.path.join(self.dir, "io"))
+                self._waiter = Prejoined(self.cgroup.procs_files, os.path.join(self.dir, "io"),
+                                         *_rlimits(self.limits))
             except OSError:
                 self._waiter = None
 
