@@ -239,8 +239,9 @@ class Sandbox(ABC):
 
 
 def fresh_history_command(message: str) -> str:
-    """The command behind `Sandbox.fresh_history`, to chain with others in one command."""
-    return ("rm -rf .git && git init -q && git add -A . && "
+    """The command behind `Sandbox.fresh_history`, to chain with others in one command. No template: its
+    sample hooks are never run, and copying them was a fifth of the command's time."""
+    return ("rm -rf .git && git init -q --template= && git add -A . && "
             "git -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
             f"commit -q --no-verify -m {shlex.quote(message)}")
 
