@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -229,6 +229,7 @@ class _Context:
         self._sandbox: Sandbox | None = None
         #: the verdicts so far, in check order (the runner fills it)
         self.results: dict[str, Check] = {}
+        self._ahead: dict[str, Future] = {}
         self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
@@ -239,6 +240,9 @@ class _Context:
         return self._sandbox
 
     def close(self) -> None:
+        for fut in self._ahead.values():  # a run made ahead for a check that never came: let it end
+            fut.exception()
+        self._ahead.clear()
         self._stack.close()
 
     def repo_has(self, path: str) -> bool:
@@ -247,22 +251,53 @@ class _Context:
         res = self.sandbox().run(f"test -e {_shq(path)}", timeout=30)
         return res.exit_code == 0
 
+    def diffs(self, run: str) -> list[tuple[str, str]]:
+        """The (label, diff) pairs applied, in order, for the run named `run` ("bug", "bug+weaken")."""
+        labels = {"bug": (BUG_DIFF,), "bug+weaken": (BUG_DIFF, WEAKEN_DIFF)}[run]
+        return [(label, self.texts[label]) for label in labels]
+
     def test_run(self, sandbox: Sandbox, name: str, diffs: list[tuple[str, str]], *,
-                 checks: list[tuple[str, str]] = (), parse_twice: bool = False) -> TestRun:
+                 checks: list[tuple[str, str]] = (), parse_twice: bool = False,
+                 ahead: list[tuple[str, list[tuple[str, str]]]] = ()) -> TestRun:
         """Reset, apply `diffs` in order, run the tests; record the run under `name` (a run made already,
-        or handed over by the caller under that name in `known`, is used instead of running it again).
-        `checks`: diffs that must apply on top, checked before the tests run. `parse_twice`: the log is
-        parsed twice at once (`TestRun.reparsed`), for the determinism check."""
+        or ahead, or handed over by the caller under that name in `known`, is used instead of running it
+        again). `checks`: diffs that must apply on top, checked before the tests run. `parse_twice`: the log
+        is parsed twice at once (`TestRun.reparsed`), for the determinism check. `ahead`: later runs (name,
+        diffs) to make meanwhile in sandboxes of their own, each only if a run slot is idle (`_run_ahead`)."""
+        if name in self._ahead:
+            self.runs[name] = self._ahead.pop(name).result()
         done = self.runs.get(name) or self.known.get(name)
         if done is not None:
             self.runs[name] = done
             return done
         sandbox.reset(PRISTINE)
         with self.engine.slot():
+            for later, later_diffs in ahead:
+                self._run_ahead(later, later_diffs)
             run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
                             diffs=diffs, checks=checks, parse_twice=parse_twice)
         self.runs[name] = run
         return run
+
+    def _run_ahead(self, name: str, diffs: list[tuple[str, str]]) -> None:
+        """Start run `name` in a sandbox of its own if a run slot is free now, while this artifact holds
+        one: an idle slot (`--jobs` above the artifacts left, the end of a round) makes a later run of this
+        artifact, which its check then takes; a busy validator makes none. Wasted only when an earlier check
+        fails, and then only on a slot nothing else wanted."""
+        if name in self.runs or name in self._ahead or name in self.known or not self.engine.spare_slot():
+            return
+
+        def work() -> TestRun:
+            try:
+                with self.engine.open(self.source) as sb:
+                    return run_tests(sb, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER],
+                                     timeout=self.settings.timeout, diffs=diffs)
+            finally:
+                self.engine.release_slot()
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="ssrkit-ahead")
+        self._ahead[name] = pool.submit(work)
+        pool.shutdown(wait=False)
 
 
 def _shq(s: str) -> str:
@@ -347,13 +382,13 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
     applied, the weakening checked on top, then the tests; `check_bug_breaks` uses it): one command fewer
     per artifact, for a bug run made early on an artifact whose original run then fails."""
     sb = ctx.sandbox()
-    bug, weaken = (BUG_DIFF, ctx.texts[BUG_DIFF]), (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])
+    both = ctx.diffs("bug+weaken")
     try:
         if "bug" not in ctx.known and all(ctx.results[n].status in (PASS, WARN) for n in STATIC_CHECKS[:-1]):
-            ctx.test_run(sb, "bug", [bug], checks=[weaken])
+            ctx.test_run(sb, "bug", both[:1], checks=both[1:])
         else:  # one command for both
             sb.reset(PRISTINE)
-            sb.apply_patches([bug, weaken])
+            sb.apply_patches(both)
     except PatchError as e:
         where = (f"applied on top of {BUG_DIFF}" if getattr(e, "label", None) == WEAKEN_DIFF
                  else f"applied to the original repository {ctx.source.label}")
@@ -369,7 +404,7 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
         entry = engine.cache.get(key)
         if entry is None:
             sb = ctx.sandbox()
-            run = ctx.test_run(sb, "original", [], parse_twice=True)
+            run = ctx.test_run(sb, "original", [], parse_twice=True, ahead=[("bug+weaken", ctx.diffs("bug+weaken"))])
             status, message = _judge_parser(ctx, sb, run)
             entry = {"run": run.summary(), "log": run.log, "parser": [status, message]}
             engine.cache.put(key, entry)
@@ -425,7 +460,7 @@ def check_original_passes(ctx: _Context) -> tuple[str, str]:
 
 def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
     original = ctx.runs["original"].passed
-    run = ctx.test_run(ctx.sandbox(), "bug", [(BUG_DIFF, ctx.texts[BUG_DIFF])])
+    run = ctx.test_run(ctx.sandbox(), "bug", ctx.diffs("bug"))
     ctx.fail_to_pass = sorted(t for t in original if run.statuses.get(t) != PASSED)
     ctx.pass_to_pass = sorted(t for t in original if run.statuses.get(t) == PASSED)
     n = len(ctx.fail_to_pass)
@@ -442,8 +477,7 @@ def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
 
 
 def check_weaken_hides(ctx: _Context) -> tuple[str, str]:
-    run = ctx.test_run(ctx.sandbox(), "bug+weaken", [(BUG_DIFF, ctx.texts[BUG_DIFF]),
-                                                     (WEAKEN_DIFF, ctx.texts[WEAKEN_DIFF])])
+    run = ctx.test_run(ctx.sandbox(), "bug+weaken", ctx.diffs("bug+weaken"))
     hidden = [t for t in ctx.fail_to_pass if t not in run.statuses or run.statuses[t] == PASSED]
     if not hidden:
         shown = ", ".join(ctx.fail_to_pass[:3]) + (" …" if len(ctx.fail_to_pass) > 3 else "")
@@ -517,6 +551,13 @@ class Validator:
         """At most `jobs` test runs at once, whatever mix of artifacts and inverse runs asks."""
         with self._slots:
             yield
+
+    def spare_slot(self) -> bool:
+        """Take a run slot if one is free now (True), without waiting; give it back with `release_slot`."""
+        return self._slots.acquire(blocking=False)
+
+    def release_slot(self) -> None:
+        self._slots.release()
 
     def open(self, source: RepoSource):
         return open_sandbox(source, self.backend, self.options)

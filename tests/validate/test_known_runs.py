@@ -94,3 +94,34 @@ def test_an_artifact_failing_a_static_check_gets_the_applies_check_without_a_tes
     status = {c.name: c.status for c in report.checks}
     assert status["bug_scope"] == "failed" and status["applies"] == "passed"
     assert not any("test_script.sh" in c for c in seen)
+
+
+def _count_opens(validator, monkeypatch) -> list[int]:
+    opened = [0]
+    real = validator.open
+
+    def open_(source):
+        opened[0] += 1
+        return real(source)
+
+    monkeypatch.setattr(validator, "open", open_)
+    return opened
+
+
+def test_an_idle_run_slot_makes_the_bug_weaken_run_alongside_the_original(artifact, source, monkeypatch):
+    serial, parallel = Validator(Settings(cache=False, jobs=1)), Validator(Settings(cache=False, jobs=2))
+    counts = _count_opens(serial, monkeypatch), _count_opens(parallel, monkeypatch)
+    a, b = serial.validate(artifact, source), parallel.validate(artifact, source)
+    assert a.valid and b.valid and set(a.runs) == set(b.runs) == {"bug", "original", "bug+weaken"}
+    assert a.runs["bug+weaken"]["statuses"] == b.runs["bug+weaken"]["statuses"]
+    assert [c[0] for c in counts] == [1, 2]  # the second slot's run had a sandbox of its own
+    assert parallel._slots.acquire(blocking=False) and parallel._slots.acquire(blocking=False)  # all given back
+
+
+def test_a_run_made_ahead_for_a_check_that_never_comes_is_left_out_of_the_report(artifact, source):
+    script = artifact.path / "test_script.sh"
+    script.write_text(script.read_text().replace("tests/test_case.py", "tests/test_case.py tests/test_nope.py"))
+    report = Validator(Settings(cache=False, jobs=2)).validate(artifact, source)
+    status = {c.name: c.status for c in report.checks}
+    assert not report.valid and status["parser"] == "failed" and status["weaken_hides"] == "skipped"
+    assert "bug+weaken" not in report.runs

@@ -74,7 +74,8 @@ _TAR = shutil.which("tar")
 def copy_into(src: str, dst: str, names: list[str]) -> None:
     """Copy the entries `names` of directory `src` (relative; `.` for all, the root's own mode, owner and
     mtime included) into existing directory `dst`: contents, modes, owners (as root), mtimes to the
-    nanosecond (the POSIX archive format), symlinks and hard links, not extended attributes or ACLs (what a repository needs).
+    nanosecond (the POSIX archive format), symlinks and hard links; not extended attributes or ACLs, which a
+    repository does not need.
 
     A tar pipe: about half of `cp -a`'s time on a tree of many small files (fewer system calls per file, and
     reading and writing run on two cores); `cp -a` where tar is not installed."""
