@@ -15,7 +15,7 @@ import json
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -32,6 +32,7 @@ from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
+from .runslots import Ahead, RunSlots
 from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests
 from .text import clip
 from .units import path_mapping, scratch_for
@@ -229,7 +230,7 @@ class _Context:
         self._sandbox: Sandbox | None = None
         #: the verdicts so far, in check order (the runner fills it)
         self.results: dict[str, Check] = {}
-        self._ahead: dict[str, Future] = {}
+        self._ahead: dict[str, Ahead[TestRun]] = {}
         self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
@@ -240,8 +241,8 @@ class _Context:
         return self._sandbox
 
     def close(self) -> None:
-        for fut in self._ahead.values():  # a run made ahead for a check that never came: let it end
-            fut.exception()
+        for ahead in self._ahead.values():  # made ahead for a check that never came
+            ahead.drop()
         self._ahead.clear()
         self._stack.close()
 
@@ -263,41 +264,35 @@ class _Context:
         or ahead, or handed over by the caller under that name in `known`, is used instead of running it
         again). `checks`: diffs that must apply on top, checked before the tests run. `parse_twice`: the log
         is parsed twice at once (`TestRun.reparsed`), for the determinism check. `ahead`: later runs (name,
-        diffs) to make meanwhile in sandboxes of their own, each only if a run slot is idle (`_run_ahead`)."""
-        if name in self._ahead:
-            self.runs[name] = self._ahead.pop(name).result()
-        done = self.runs.get(name) or self.known.get(name)
+        diffs) to make in sandboxes of their own when a run slot is idle (`_run_ahead`)."""
+        made = self._ahead.pop(name).claim() if name in self._ahead else None
+        done = made or self.runs.get(name) or self.known.get(name)
         if done is not None:
             self.runs[name] = done
             return done
+        for later, later_diffs in ahead if sandbox.backend == "local" else ():
+            self._run_ahead(later, later_diffs)
         sandbox.reset(PRISTINE)
         with self.engine.slot():
-            for later, later_diffs in ahead:
-                self._run_ahead(later, later_diffs)
             run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
                             diffs=diffs, checks=checks, parse_twice=parse_twice)
         self.runs[name] = run
         return run
 
     def _run_ahead(self, name: str, diffs: list[tuple[str, str]]) -> None:
-        """Start run `name` in a sandbox of its own if a run slot is free now, while this artifact holds
-        one: an idle slot (`--jobs` above the artifacts left, the end of a round) makes a later run of this
-        artifact, which its check then takes; a busy validator makes none. Wasted only when an earlier check
-        fails, and then only on a slot nothing else wanted."""
-        if name in self.runs or name in self._ahead or name in self.known or not self.engine.spare_slot():
+        """Make run `name` in a sandbox of its own as soon as a run slot is idle (`runslots`: the end of a
+        round, --jobs above the artifacts left); its check takes it then, or runs it itself if no slot came
+        by. Local sandboxes only: a workspace costs milliseconds there, where a container's start can
+        outlast the run it would bring forward."""
+        if name in self.runs or name in self._ahead or name in self.known or self.settings.jobs < 2:
             return
 
-        def work() -> TestRun:
-            try:
-                with self.engine.open(self.source) as sb:
-                    return run_tests(sb, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER],
-                                     timeout=self.settings.timeout, diffs=diffs)
-            finally:
-                self.engine.release_slot()
+        def make() -> TestRun:
+            with self.engine.open(self.source) as sb:
+                return run_tests(sb, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER],
+                                 timeout=self.settings.timeout, diffs=diffs)
 
-        pool = ThreadPoolExecutor(1, thread_name_prefix="ssrkit-ahead")
-        self._ahead[name] = pool.submit(work)
-        pool.shutdown(wait=False)
+        self._ahead[name] = Ahead(self.engine.slots, make)
 
 
 def _shq(s: str) -> str:
@@ -385,7 +380,7 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
     both = ctx.diffs("bug+weaken")
     try:
         if "bug" not in ctx.known and all(ctx.results[n].status in (PASS, WARN) for n in STATIC_CHECKS[:-1]):
-            ctx.test_run(sb, "bug", both[:1], checks=both[1:])
+            ctx.test_run(sb, "bug", both[:1], checks=both[1:], ahead=[("bug+weaken", both)])
         else:  # one command for both
             sb.reset(PRISTINE)
             sb.apply_patches(both)
@@ -542,22 +537,15 @@ class Validator:
         self.backend = backend
         self.options = options or SandboxOptions()
         self.cache = OriginalRunCache(settings.cache)
-        self._slots = threading.BoundedSemaphore(settings.jobs)
+        self.slots = RunSlots(settings.jobs)
         self._fingerprints: dict[RepoSource, str] = {}
         self._fp_lock = threading.Lock()
 
     @contextmanager
     def slot(self) -> Iterator[None]:
         """At most `jobs` test runs at once, whatever mix of artifacts and inverse runs asks."""
-        with self._slots:
+        with self.slots.run():
             yield
-
-    def spare_slot(self) -> bool:
-        """Take a run slot if one is free now (True), without waiting; give it back with `release_slot`."""
-        return self._slots.acquire(blocking=False)
-
-    def release_slot(self) -> None:
-        self._slots.release()
 
     def open(self, source: RepoSource):
         return open_sandbox(source, self.backend, self.options)
@@ -582,22 +570,12 @@ class Validator:
             raise ValueError(f"known runs {unknown} are not among {KNOWN_RUNS}")
         started = time.monotonic()
         ctx = _Context(artifact, source, self.settings, self, known)
-        results = ctx.results
-        try:
-            for name, (fn, needs) in CHECKS.items():
-                blocked = [n for n in needs if results[n].status not in (PASS, WARN)]
-                if blocked:
-                    results[name] = Check(name, SKIP, f"not run: {blocked[0]} did not pass")
-                    continue
-                t0 = time.monotonic()
-                try:
-                    status, message = fn(ctx)
-                except PatchError as e:
-                    status, message = FAIL, str(e)
-                results[name] = Check(name, status, clip(message), time.monotonic() - t0)
-        finally:
-            ctx.close()
-        checks = [results[n] for n in CHECK_NAMES]
+        with self.slots.artifact():
+            try:
+                _run_checks(ctx)
+            finally:
+                ctx.close()
+        checks = [ctx.results[n] for n in CHECK_NAMES]
         valid = all(c.status in (PASS, WARN) for c in checks)
         return Report(
             artifact=str(artifact.path),
@@ -618,6 +596,22 @@ class Validator:
             created=now_iso(),
             logs={_log_name(name): run.log for name, run in ctx.runs.items()},
         )
+
+
+def _run_checks(ctx: _Context) -> None:
+    """Every check in order into `ctx.results`; one whose prerequisites did not pass is skipped."""
+    results = ctx.results
+    for name, (fn, needs) in CHECKS.items():
+        blocked = [n for n in needs if results[n].status not in (PASS, WARN)]
+        if blocked:
+            results[name] = Check(name, SKIP, f"not run: {blocked[0]} did not pass")
+            continue
+        t0 = time.monotonic()
+        try:
+            status, message = fn(ctx)
+        except PatchError as e:
+            status, message = FAIL, str(e)
+        results[name] = Check(name, status, clip(message), time.monotonic() - t0)
 
 
 def _log_name(run_name: str) -> str:

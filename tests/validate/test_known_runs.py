@@ -115,7 +115,7 @@ def test_an_idle_run_slot_makes_the_bug_weaken_run_alongside_the_original(artifa
     assert a.valid and b.valid and set(a.runs) == set(b.runs) == {"bug", "original", "bug+weaken"}
     assert a.runs["bug+weaken"]["statuses"] == b.runs["bug+weaken"]["statuses"]
     assert [c[0] for c in counts] == [1, 2]  # the second slot's run had a sandbox of its own
-    assert parallel._slots.acquire(blocking=False) and parallel._slots.acquire(blocking=False)  # all given back
+    assert parallel.slots.idle == 2  # every slot given back
 
 
 def test_a_run_made_ahead_for_a_check_that_never_comes_is_left_out_of_the_report(artifact, source):
