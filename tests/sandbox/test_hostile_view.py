@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ssrkit.sandbox.local import isolation_available
+
 
 def _is(opener, name: str) -> bool:
     return opener.backend == name
@@ -165,3 +167,53 @@ def test_without_bubblewrap_the_warning_names_what_is_not_isolated(shared_repo, 
         assert "/proc of other processes" not in text
     else:
         assert "/proc of other processes" in text
+
+
+def test_the_copy_of_etc_holds_what_others_may_read_and_stands_in_for_the_rest(tmp_path):
+    from ssrkit.sandbox import _etcview
+
+    root = tmp_path / "etc"
+    (root / "ssl" / "private").mkdir(parents=True)
+    (root / "ssl" / "private" / "key.pem").write_text("PRIVATE KEY\n")
+    os.chmod(root / "ssl" / "private", 0o700)
+    (root / "hosts").write_text("127.0.0.1 localhost\n")
+    (root / "shadow").write_text("root:$6$hash:1:0:99999:7:::\n")
+    os.chmod(root / "shadow", 0o640)
+    os.symlink("../proc/self/mounts", root / "mtab")
+    os.mkfifo(root / "initctl")
+    (root / "deep" / "a" / "b" / "c" / "d").mkdir(parents=True)
+    (root / "deep" / "a" / "b" / "c" / "d" / "token").write_text("deep secret\n")
+    os.chmod(root / "deep" / "a" / "b" / "c" / "d" / "token", 0o600)
+    dest = tmp_path / "view"
+    assert _etcview.make(str(dest), str(root))
+    assert (dest / "hosts").read_text() == "127.0.0.1 localhost\n"
+    assert os.readlink(dest / "mtab") == "../proc/self/mounts"
+    for secret in ("shadow", "initctl", "deep/a/b/c/d/token"):  # deeper than the covering mounts looked, too
+        assert (dest / secret).is_file() and (dest / secret).stat().st_size == 0, secret
+    assert (dest / "ssl" / "private").is_dir() and not any((dest / "ssl" / "private").iterdir())
+    os.chmod(root / "ssl" / "private", 0o755)
+
+
+def test_an_etc_too_large_to_copy_keeps_the_covering_mounts(tmp_path, monkeypatch):
+    from ssrkit.sandbox import _etcview
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "big").write_bytes(b"x" * 2048)
+    monkeypatch.setattr(_etcview, "MAX_BYTES", 1024)
+    assert _etcview.plan(str(tmp_path / "etc")) is None
+    assert not _etcview.make(str(tmp_path / "view"), str(tmp_path / "etc"))
+
+
+@pytest.mark.skipif(isolation_available() is not None, reason="needs bubblewrap")
+def test_once_the_copy_of_etc_is_ready_one_mount_replaces_the_covering_ones(shared_repo):
+    from ssrkit.sandbox.local import LocalSandbox, etc_secrets
+
+    with LocalSandbox(shared_repo) as sb:
+        assert sb._etc.wait(30) is not None
+        flags = sb._view_flags(sb._env(None))
+        i = flags.index(sb._etc.path)
+        assert flags[i - 1:i + 2] == ["--ro-bind", sb._etc.path, "/etc"]
+        assert "/dev/null" not in flags
+        readable = [p for p in etc_secrets() if os.path.isfile(p)]
+        out = sb.run(" ; ".join(f"wc -c < {p}" for p in readable[:5]) + "; echo end", timeout=30).output.split()
+        assert out[-1] == "end" and all(n == "0" for n in out[:-1])

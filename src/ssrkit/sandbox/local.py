@@ -80,6 +80,7 @@ from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
 from ._prejoin import Prejoined
+from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
     PRISTINE,
@@ -142,6 +143,7 @@ class _Session:
         self.base = tempfile.mkdtemp(prefix=f"ssrkit-{self.pid}-", dir=root)
         self.caches: dict[tuple[str, tuple[str, ...]], Tree] = {}
         self.lock = threading.Lock()
+        self.etc = EtcView(os.path.join(self.base, "etc"))
         _cleanup.add_hook(self.cleanup)
 
     def cache_for(self, src: str, fingerprint: str, skip: list[str]) -> Tree:
@@ -162,6 +164,7 @@ class _Session:
     def cleanup(self) -> None:
         if os.getpid() != self.pid:
             return
+        self.etc.wait(10)  # its tar writes under base
         sweep_mounts(self.base)
         force_rmtree(self.base)
         self.caches.clear()
@@ -522,6 +525,7 @@ class LocalSandbox(Sandbox):
             self._why_not = "isolation 'none' was asked for"
         self.isolated = self._bwrap is not None
         self._unshare = [] if self.isolated else unshare_flags()
+        self._etc: EtcView | None = None
         self._lock = threading.RLock()
         self._state_lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
@@ -537,6 +541,9 @@ class LocalSandbox(Sandbox):
         self._waiter: Prejoined | None = None
 
         sess = _session()
+        if self.isolated:
+            self._etc = sess.etc
+            sess.etc.start()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
         _cleanup.register(self)
         try:
@@ -816,23 +823,27 @@ class LocalSandbox(Sandbox):
         """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
         HOME and scratch, the workspace at the original path, secrets and hidden paths covered. Computed
         once per environment (finding the toolchain reads every .pth file of its virtualenvs)."""
-        key = tuple(sorted(env.items()))
+        etc = self._etc.path if self._etc is not None else None
+        key = (tuple(sorted(env.items())), etc)
         flags = self._views.get(key)
         if flags is None:
             if len(self._views) > 32:
                 self._views.clear()
-            flags = self._views[key] = self._make_view_flags(env)
+            flags = self._views[key] = self._make_view_flags(env, etc)
         return flags
 
-    def _make_view_flags(self, env: Mapping[str, str]) -> list[str]:
+    def _make_view_flags(self, env: Mapping[str, str], etc: str | None) -> list[str]:
+        """`etc`: the copy of /etc without its secrets (`_etcview`), else None: /etc with each secret covered."""
         user_home = os.path.realpath(os.path.expanduser("~"))
         b: list[str] = []
         for root in SYSTEM_ROOTS:
             if os.path.islink(root):
                 b += ["--symlink", os.readlink(root), root]
+            elif root == "/etc" and etc is not None:
+                b += ["--ro-bind", etc, root]
             elif os.path.isdir(root):
                 b += ["--ro-bind", root, root]
-        for p in etc_secrets():
+        for p in etc_secrets() if etc is None else ():
             b += ["--tmpfs", p] if os.path.isdir(p) else ["--ro-bind", "/dev/null", p]
         b += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run", "--dir", "/var", "--symlink", "../run",
               "/var/run", "--bind", os.path.join(self.dir, "tmp"), "/tmp", "--bind", os.path.join(self.dir, "tmp"),
