@@ -541,9 +541,6 @@ class LocalSandbox(Sandbox):
         self._waiter: Prejoined | None = None
 
         sess = _session()
-        if self.isolated:
-            self._etc = sess.etc
-            sess.etc.start()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
         _cleanup.register(self)
         try:
@@ -573,6 +570,9 @@ class LocalSandbox(Sandbox):
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
             self._prejoin()
+            if self.isolated:  # after the repository's copy, not competing with it for the cores
+                self._etc = sess.etc
+                sess.etc.start()
             if not self.isolated:
                 _warn_once("nobwrap", "ssrkit: %s; local sandboxes run commands as plain subprocesses. NOT "
                            "isolated: %s", self._why_not, "; ".join(self.not_isolated()))
