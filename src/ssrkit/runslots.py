@@ -11,7 +11,7 @@ its artifact fails, on a slot that nothing else wanted.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import Callable, Generic, Iterator, TypeVar
 
@@ -85,7 +85,10 @@ class RunSlots:
 
 class Ahead(Generic[T]):
     """One run made ahead: `make()` runs on an idle slot of `slots` when one comes; `claim()` takes its result
-    when the run started (waiting for it to end), or cancels it and returns None when it had not."""
+    when the run started (waiting for it to end), or cancels it and returns None when it had not.
+
+    Its thread is a daemon: a run nobody claims never keeps the process from exiting (its sandbox is closed
+    by the exit cleanup like any other)."""
 
     def __init__(self, slots: RunSlots, make: Callable[[], T]) -> None:
         self._slots = slots
@@ -93,20 +96,23 @@ class Ahead(Generic[T]):
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._started = False
-        pool = ThreadPoolExecutor(1, thread_name_prefix="ssrkit-ahead")
-        self._future: Future = pool.submit(self._work)
-        pool.shutdown(wait=False)
+        self._future: Future = Future()
+        threading.Thread(target=self._work, name="ssrkit-ahead", daemon=True).start()
 
-    def _work(self) -> T | None:
+    def _work(self) -> None:
         if not self._slots.take_idle(self._cancel):
-            return None
+            self._future.set_result(None)
+            return
         with self._lock:
             if self._cancel.is_set():  # claimed between the slot and here: not wanted any more
                 self._slots.release()
-                return None
+                self._future.set_result(None)
+                return
             self._started = True
         try:
-            return self._make()
+            self._future.set_result(self._make())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever claims the run
+            self._future.set_exception(e)
         finally:
             self._slots.release()
 
@@ -122,8 +128,9 @@ class Ahead(Generic[T]):
         return self._future.result()
 
     def drop(self) -> None:
-        """Not wanted: cancel it, or let it end if it started (its result and errors are dropped)."""
-        try:
-            self.claim()
-        except Exception:  # noqa: BLE001 - a run nobody asked for may fail unseen
-            pass
+        """Not wanted: cancel it if it has not started, else let it end on its own (its result and errors
+        are dropped; nothing waits for it, so an interrupted validation never waits for a run's timeout)."""
+        with self._lock:
+            if not self._started:
+                self._cancel.set()
+        self._slots.wake()

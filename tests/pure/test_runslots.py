@@ -85,4 +85,18 @@ def test_an_error_of_a_run_made_ahead_reaches_its_claim_and_drop_swallows_it():
         else:
             raise AssertionError("the error was lost")
         Ahead(slots, boom).drop()
-    assert slots.idle == 2
+    assert _wait_for(lambda: slots.idle == 2)
+
+
+def test_dropping_a_run_that_started_does_not_wait_for_it():
+    slots = RunSlots(2)
+    release = threading.Event()
+    with slots.artifact():
+        ahead = Ahead(slots, lambda: release.wait(10))
+        assert _wait_for(lambda: ahead._started)
+        t = time.monotonic()
+        ahead.drop()
+        assert time.monotonic() - t < 1
+        assert slots.idle == 1  # it still holds its slot until it ends
+        release.set()
+    assert _wait_for(lambda: slots.idle == 2)
