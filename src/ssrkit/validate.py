@@ -378,8 +378,9 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
     per artifact, for a bug run made early on an artifact whose original run then fails."""
     sb = ctx.sandbox()
     both = ctx.diffs("bug+weaken")
+    with_run = "bug" not in ctx.known and all(ctx.results[n].status in (PASS, WARN) for n in STATIC_CHECKS[:-1])
     try:
-        if "bug" not in ctx.known and all(ctx.results[n].status in (PASS, WARN) for n in STATIC_CHECKS[:-1]):
+        if with_run:
             ctx.test_run(sb, "bug", both[:1], checks=both[1:], ahead=[("bug+weaken", both)])
         else:  # one command for both
             sb.reset(PRISTINE)
@@ -388,7 +389,7 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
         where = (f"applied on top of {BUG_DIFF}" if getattr(e, "label", None) == WEAKEN_DIFF
                  else f"applied to the original repository {ctx.source.label}")
         return FAIL, f"{e} ({where})"
-    return PASS, "both diffs apply"
+    return PASS, "both diffs apply" + (" (the bug run was made with this check)" if with_run else "")
 
 
 def check_parser(ctx: _Context) -> tuple[str, str]:
