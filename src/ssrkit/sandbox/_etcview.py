@@ -34,36 +34,28 @@ def plan(root: str = "/etc") -> tuple[list[str], list[tuple[str, bool]]] | None:
     size = 0
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
-        for name in sorted(dirnames):
-            p = os.path.join(dirpath, name)
+        keep: list[str] = []  # the directories to walk into
+        for name in sorted(dirnames + filenames):
             rel = os.path.normpath(os.path.join(rel_dir, name))
             try:
-                st = os.lstat(p)
-            except OSError:
-                dirnames.remove(name)
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                copy.append(rel)
-            elif (st.st_mode & 0o005) != 0o005:
-                secret.append((rel, True))
-                dirnames.remove(name)
-                continue
-            else:
-                copy.append(rel)
-        for name in sorted(filenames):
-            p = os.path.join(dirpath, name)
-            rel = os.path.normpath(os.path.join(rel_dir, name))
-            try:
-                st = os.lstat(p)
+                st = os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            if stat.S_ISLNK(st.st_mode):
+            mode = st.st_mode
+            if stat.S_ISLNK(mode):
                 copy.append(rel)
-            elif stat.S_ISREG(st.st_mode) and st.st_mode & 0o004:
+            elif stat.S_ISDIR(mode):
+                if (mode & 0o005) == 0o005:
+                    copy.append(rel)
+                    keep.append(name)
+                else:
+                    secret.append((rel, True))
+            elif stat.S_ISREG(mode) and mode & 0o004:
                 copy.append(rel)
                 size += st.st_size
             else:
                 secret.append((rel, False))  # unreadable to others, or no regular file (a socket, a fifo)
+        dirnames[:] = keep
         if size > MAX_BYTES or len(copy) > MAX_ENTRIES:
             return None
     return copy, secret
