@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 import tempfile
 import threading
 
-from ._tree import _TAR
+from ..errors import SandboxError
+from ._tree import _TAR, tar_pipe
 
 MAX_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 20_000
@@ -76,18 +76,11 @@ def make(dest: str, root: str = "/etc") -> bool:
         fh.write("".join(f"./{p}\0" for p in copy))
         listing = fh.name
     try:
-        writer = subprocess.Popen([_TAR, "--format=posix", "-C", root, "--no-recursion", "--null", "-T", listing,
-                                   "-cf", "-"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        try:
-            reader = subprocess.run([_TAR, "-C", dest, "-xpf", "-"], stdin=writer.stdout,
-                                    stderr=subprocess.DEVNULL)
-        finally:
-            writer.stdout.close()  # type: ignore[union-attr]
-            writer.wait()
+        tar_pipe(root, dest, ["--no-recursion", "--null", "-T", listing])
+    except SandboxError:
+        return False
     finally:
         os.unlink(listing)
-    if writer.returncode not in (0, 1) or reader.returncode != 0:
-        return False
     for rel, is_dir in secret:
         p = os.path.join(dest, rel)
         if not os.path.isdir(os.path.dirname(p)) or os.path.lexists(p):

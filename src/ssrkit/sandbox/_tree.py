@@ -83,8 +83,16 @@ def copy_into(src: str, dst: str, names: list[str]) -> None:
     if _TAR is None:
         _run_cp(["cp", "-a", "--reflink=auto", "-t", dst, "--", *members], src, dst, cwd=src)
         return
+    tar_pipe(src, dst, ["--", *members])
+
+
+def tar_pipe(src: str, dst: str, select: list[str]) -> None:
+    """`tar -C src -cf - SELECT | tar -C dst -xpf -` (tar must be installed; `select`: the members, or how to
+    read them from a list); SandboxError saying what tar said when it fails."""
+    if _TAR is None:
+        raise SandboxError(f"could not copy {src} to {dst}: tar is not installed")
     with tempfile.TemporaryFile() as err:
-        writer = subprocess.Popen([_TAR, "--format=posix", "-C", src, "-cf", "-", "--", *members],
+        writer = subprocess.Popen([_TAR, "--format=posix", "-C", src, "-cf", "-", *select],
                                   stdout=subprocess.PIPE, stderr=err)
         try:
             reader = subprocess.run([_TAR, "-C", dst, "-xpf", "-"], stdin=writer.stdout, stderr=err)
