@@ -125,3 +125,18 @@ def test_a_run_made_ahead_for_a_check_that_never_comes_is_left_out_of_the_report
     status = {c.name: c.status for c in report.checks}
     assert not report.valid and status["parser"] == "failed" and status["weaken_hides"] == "skipped"
     assert "bug+weaken" not in report.runs
+
+
+def test_a_run_made_ahead_shares_nothing_with_the_run_beside_it(artifact, source):
+    """Hostile: tests that look for another run of themselves (files in /tmp, /dev/shm, the workspace, their
+    processes) to behave differently when two run at once find nothing of the run made ahead."""
+    script = artifact.path / "test_script.sh"
+    probe = ("mark=ssrkit-twin-$RANDOM$RANDOM; touch /tmp/$mark /dev/shm/$mark $mark; sleep 0.5; "
+             "echo twins: $(ls /tmp /dev/shm . | grep -c ssrkit-twin-) procs: $(ls /proc | grep -c '^[0-9]')\n")
+    script.write_text(script.read_text().replace("#!/usr/bin/env bash\n", "#!/usr/bin/env bash\n" + probe, 1))
+    validator = Validator(Settings(cache=False, jobs=2))
+    report = validator.validate(artifact, source)
+    assert report.valid, report.checks
+    logs = [line for name in ("original", "bug+weaken") for line in report.logs[f"logs/{name.replace('+', '-')}.log"]
+            .splitlines() if line.startswith("twins:")]
+    assert logs and all(line.split()[1] == "3" for line in logs), logs  # its own three marks, nobody else's
