@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import select
 import sys
 
 import pytest
@@ -248,6 +249,10 @@ def test_the_waiting_process_is_out_of_the_commands_reach(opener, shared_repo):
     assert res.output.strip() and "read -r go" not in res.output
     waiter = sb._waiter
     assert waiter is not None and waiter.proc.poll() is None
+    # the next command's process joins while this one runs: on a loaded machine it may say so only now
+    poller = select.poll()
+    poller.register(waiter.r, select.POLLIN)
+    assert poller.poll(10_000), "the waiting process never said it joined the cgroups"
     assert sb.cgroup.pids() == [waiter.pid]  # the sleeper is gone, the waiting process is all that is left
     after = sb.run(cmdlines, timeout=30)
     assert after.ok and "sleep 300" not in after.output and "read -r go" not in after.output
