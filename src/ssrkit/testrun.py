@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any, Sequence
 
 from .artifact import TEST_PARSER, TEST_SCRIPT
 from .errors import SandboxError
-from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, Sandbox, decode_output
+from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, ExecResult, Sandbox, decode_output
 from .text import clip
 
 #: Seconds one test run may take (`[validate] timeout`, `--timeout`): validation, grading and the injectors.
@@ -158,6 +160,8 @@ def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str
 
 
 _LOG, _ERR, _OUT2, _RC2 = "test_parser.log", "test_parser.err", "test_parser.out2", "test_parser.rc2"
+#: `_ParseAhead`: the waiting script (a template of the same name), its signal to go, what it says it did
+_AHEAD, _SIGNAL, _STATUS = "parse_ahead.py", "test_parser.signal", "test_parser.status"
 REPARSE_BYTES = 16 * 1024 * 1024  # stdout of the second run kept (beyond this it is no JSON object anyway)
 
 
@@ -196,14 +200,103 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     applies = sandbox.applies(diffs, checks=checks)
     if parse_in is None and sandbox.parses_in_run:
         return _run_and_parse(sandbox, script, test_parser, timeout, applies, parse_twice)
-    res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
-    applies.check(res.output)
+    ahead = None
+    if parse_in is not None and parse_in is not sandbox and parse_in.parses_ahead and not parse_twice:
+        ahead = _ParseAhead(parse_in, test_parser, wait=timeout + 30)
+    try:
+        res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
+        applies.check(res.output)
+    except BaseException:
+        if ahead is not None:
+            ahead.stop()
+        raise
     run = TestRun(log=res.output, exit_code=res.exit_code, seconds=res.seconds, timed_out=res.timed_out,
                   truncated=res.truncated)
+    done = ahead.parse(run.log) if ahead is not None else None
+    if done is not None:
+        _set_parse(run, *done, None)
+        return run
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
     _parse_separately(parse_in or sandbox, run, test_parser, parse_twice)
     return run
+
+
+class _ParseAhead:
+    """test_parser.py started in another sandbox while the tests run (`templates/parse_ahead.py`): Python's
+    start-up and the sandbox's are paid during the test run; once the log is known, the host writes it and
+    the signal to go, and only the parse itself is left. The parser sees the same bytes on its stdin, with
+    the same budget (`PARSER_TIMEOUT`, counted from the signal), as a parse started afterwards
+    (`run_parser`). Where the parser could not be started ahead, `parse` returns None: parse the ordinary
+    way."""
+
+    def __init__(self, sandbox: Sandbox, parser: str, *, wait: float) -> None:
+        self.sandbox = sandbox
+        self.log, self.signal, self.status = (sandbox.scratch_path(n) for n in (_LOG, _SIGNAL, _STATUS))
+        self._ready = threading.Event()
+        self._res: ExecResult | None = None
+        self._failed = False
+        self._thread = threading.Thread(target=self._run, args=(parser, wait), daemon=True,
+                                        name="ssrkit-parse-ahead")
+        self._thread.start()
+
+    def _run(self, parser: str, wait: float) -> None:
+        sb = self.sandbox
+        try:
+            sb.reset(PRISTINE)
+            script, path, err = (sb.scratch_path(n) for n in (_AHEAD, TEST_PARSER, _ERR))
+            sb.write_file(script, resources.files("ssrkit.templates").joinpath(_AHEAD).read_bytes())
+            sb.write_file(path, parser)
+            for left in (self.signal, self.status):  # scratch outlives a reset: no word of an earlier parse
+                sb.write_file(left, "")
+            python = shlex.quote(sb.interpreter("python3"))
+            cmd = " ".join([python, *map(shlex.quote, (script, path, self.log, self.signal, self.status)),
+                            f"{PARSER_TIMEOUT:.3f} {wait:.3f} 2>{shlex.quote(err)}"])
+        except Exception:
+            self._failed = True
+            return
+        finally:
+            self._ready.set()
+        try:
+            self._res = sb.run(cmd, timeout=wait + PARSER_TIMEOUT + 30)
+        except Exception:
+            self._failed = True
+
+    def _say(self, word: str, log: bytes = b"") -> bool:
+        """Write the log (with `go`) and then the signal; False when no parser waits for one."""
+        self._ready.wait()
+        if self._failed:
+            return False
+        try:
+            if word == "go":
+                self.sandbox.write_file(self.log, log)
+            self.sandbox.write_file(self.signal, word)
+            return True
+        except (OSError, SandboxError):
+            return False
+
+    def parse(self, log: str) -> tuple[dict[str, str] | None, str | None, str] | None:
+        """(statuses or None, error or None, raw stdout), as `run_parser` returns; None: parse it yourself."""
+        said = self._say("go", log.encode("utf-8", "replace"))
+        if not said:
+            self._say("stop")
+        self._thread.join()
+        res = self._res
+        if not said or self._failed or res is None:
+            return None
+        try:
+            status = self.sandbox.read_file(self.status).decode("ascii", "replace").strip()
+        except (OSError, SandboxError):
+            return None
+        if status not in ("done", "timeout"):  # it never got to the parse
+            return None
+        return _parse_result(self.sandbox, res.exit_code, status == "timeout" or res.timed_out, res.output,
+                             PARSER_TIMEOUT)
+
+    def stop(self) -> None:
+        """Nothing to parse (the tests did not run): the waiting parser ends without running."""
+        self._say("stop")
+        self._thread.join()
 
 
 def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool) -> None:

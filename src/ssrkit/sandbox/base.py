@@ -209,6 +209,13 @@ class Sandbox(ABC):
         the tests left (`kill -9 -1`) before the parser starts. False (the default): two commands."""
         return False
 
+    @property
+    def parses_ahead(self) -> bool:
+        """May `testrun` start a parser here before its log exists (`templates/parse_ahead.py`), then write the
+        log and the signal to go while that command runs? Only where `write_file` does not wait for a running
+        command. False (the default): the parse is a command of its own, started once the log is known."""
+        return False
+
     def read_capped(self, path: str) -> tuple[bytes, bool]:
         """A file's head and tail within `limits.output_bytes`, as a command's output is kept; (data, cut?)."""
         cap = OutputCapture(self.limits.output_bytes)  # type: ignore[attr-defined]

@@ -637,6 +637,11 @@ class LocalSandbox(Sandbox):
         coreutils' timeout, stat and head, visible in the sandbox as on the host)."""
         return self.isolated and _HAS_RUN_TOOLS
 
+    @property
+    def parses_ahead(self) -> bool:
+        """`write_file` writes through the host's view of the workspace, without the command lock."""
+        return True
+
     def read_capped(self, path: str) -> tuple[bytes, bool]:
         cap = OutputCapture(self.limits.output_bytes)
         with self._open_regular(path) as fh:

@@ -1,0 +1,173 @@
+"""A parser started while the tests run elsewhere (`testrun._ParseAhead`, `templates/parse_ahead.py`) is the
+parser a later command would have run: same view of itself, same stdin, same exit codes and errors, same
+budget, and nothing of an earlier parse (issue 15)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ssrkit import testrun
+from ssrkit.errors import PatchError
+from ssrkit.testrun import run_tests
+
+LOCAL = pytest.mark.parametrize("opener", ["local-bwrap", "local-none"], indirect=True)
+
+#: prints how it sees itself and its input, as test statuses (the values) keyed by what it saw
+SELF_VIEW = """\
+import hashlib, json, os, sys
+data = sys.stdin.buffer.read()
+again = os.read(0, 10)  # the log is stdin, fd 0 included
+seen = {
+    "argv0=" + os.path.basename(sys.argv[0]): "passed",
+    "argc=" + str(len(sys.argv)): "passed",
+    "path0=" + os.path.basename(sys.path[0]): "passed",
+    "name=" + __name__: "passed",
+    "file=" + os.path.basename(__file__): "passed",
+    "sha=" + hashlib.sha256(data).hexdigest()[:16]: "passed",
+    "again=" + repr(again): "passed",
+    "cwd=" + os.path.basename(os.getcwd()): "passed",
+}
+print(json.dumps(seen))
+"""
+
+SCRIPT = "printf 'one passed\\nünï passed\\n'; echo two failed"
+
+
+@pytest.fixture(autouse=True)
+def parses(monkeypatch):
+    """What each `_ParseAhead.parse` returned (None: it fell back to a command of its own)."""
+    got: list = []
+    real = testrun._ParseAhead.parse
+
+    def parse(self, log):
+        got.append(real(self, log))
+        return got[-1]
+
+    monkeypatch.setattr(testrun._ParseAhead, "parse", parse)
+    return got
+
+
+def assert_parsed_ahead(got):
+    assert got and all(g is not None for g in got), "the parse fell back to a command of its own"
+
+
+def both(opener, repo, monkeypatch, parses, parser, script=SCRIPT):
+    """(the run parsed ahead, the same run parsed by a command started after it)."""
+    work, clean = opener(repo), opener(repo)
+    assert clean.parses_ahead
+    ahead = run_tests(work, script, parser, timeout=30, parse_in=clean)
+    assert_parsed_ahead(parses)
+    monkeypatch.setattr(type(clean), "parses_ahead", property(lambda self: False))
+    after = run_tests(work, script, parser, timeout=30, parse_in=clean)
+    return ahead, after
+
+
+@LOCAL
+def test_the_parser_sees_itself_and_its_log_as_in_a_command_of_its_own(opener, shared_repo, monkeypatch, parses):
+    ahead, after = both(opener, shared_repo, monkeypatch, parses, SELF_VIEW)
+    assert ahead.parse_error is None, ahead.parse_error
+    assert ahead.statuses == after.statuses
+    assert "argv0=test_parser.py" in ahead.statuses and "name=__main__" in ahead.statuses
+    assert "again=b''" in ahead.statuses  # stdin was read to its end, fd 0 is the same file
+
+
+@LOCAL
+@pytest.mark.parametrize("parser, fragment", [
+    ("raise ValueError('boom in the parser')\n", "exited with code 1: ValueError: boom in the parser"),
+    ("import sys\nsys.exit('a message of its own')\n", "exited with code 1: a message of its own"),
+    ("import sys\nprint('{}')\nsys.exit(3)\n", "exited with code 3"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "exited with code 137"),
+    ("print('not json')\n", "did not print valid JSON"),
+])
+def test_a_failing_parser_fails_alike(opener, shared_repo, monkeypatch, parses, parser, fragment):
+    ahead, after = both(opener, shared_repo, monkeypatch, parses, parser)
+    assert ahead.statuses == {} and fragment in (ahead.parse_error or ""), ahead.parse_error
+    assert ahead.parse_error == after.parse_error
+
+
+@LOCAL
+def test_output_of_atexit_functions_and_unflushed_prints_is_kept(opener, shared_repo, monkeypatch, parses):
+    parser = ("import atexit, json, sys\n"
+              "sys.stdout.write('{\"first\": ')\n"  # buffered, never flushed by the parser
+              "atexit.register(lambda: print('\"passed\"}'))\n")
+    ahead, after = both(opener, shared_repo, monkeypatch, parses, parser)
+    assert ahead.statuses == after.statuses == {"first": "passed"}
+
+
+@LOCAL
+def test_the_parser_budget_counts_from_the_log_not_from_the_start(opener, shared_repo, monkeypatch, parses):
+    monkeypatch.setattr(testrun, "PARSER_TIMEOUT", 1.5)
+    work, clean = opener(shared_repo), opener(shared_repo)
+    # the tests take longer than the parser's budget: the parser, waiting meanwhile, is not timed out
+    slow_tests = f"sleep 2; {SCRIPT}"
+    run = run_tests(work, slow_tests, "import sys, json\nprint(json.dumps({'t': 'passed'}))\n", timeout=30,
+                    parse_in=clean)
+    assert run.statuses == {"t": "passed"} and run.parse_error is None
+    assert_parsed_ahead(parses)
+    # a parser that outlives its budget is killed with every process it started, and says so
+    marker = clean.scratch_path("left-behind")
+    parser = (f"import os, time\nif os.fork() == 0:\n    time.sleep(3)\n    open({marker!r}, 'w').write('x')\n"
+              "time.sleep(30)\n")
+    t0 = time.monotonic()
+    run = run_tests(work, SCRIPT, parser, timeout=30, parse_in=clean)
+    assert time.monotonic() - t0 < 10
+    assert run.parse_error == "test_parser.py did not finish within 2s"
+    assert_parsed_ahead(parses)
+    time.sleep(3.5)
+    with pytest.raises(FileNotFoundError):
+        clean.read_file(marker)
+
+
+@LOCAL
+def test_each_parse_sees_its_own_log_only(opener, shared_repo, parses):
+    work, clean = opener(shared_repo), opener(shared_repo)
+    parser = "import json, sys\nprint(json.dumps({l.split()[0]: 'passed' for l in sys.stdin if l.strip()}))\n"
+    first = run_tests(work, "echo first", parser, timeout=30, parse_in=clean)
+    second = run_tests(work, "echo second", parser, timeout=30, parse_in=clean)
+    assert first.statuses == {"first": "passed"} and second.statuses == {"second": "passed"}
+    assert len(parses) == 2
+    assert_parsed_ahead(parses)
+
+
+@LOCAL
+def test_a_run_that_never_starts_stops_the_waiting_parser(opener, shared_repo):
+    work, clean = opener(shared_repo), opener(shared_repo)
+    t0 = time.monotonic()
+    with pytest.raises(PatchError):
+        run_tests(work, SCRIPT, SELF_VIEW, timeout=30, parse_in=clean,
+                  diffs=[("bug.diff", "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")])
+    assert time.monotonic() - t0 < 10
+    assert clean.run("echo free", timeout=30).output == "free\n"  # not held by a parser waiting for a log
+
+
+@LOCAL
+def test_the_same_sandbox_never_parses_ahead_of_its_own_tests(opener, shared_repo, monkeypatch):
+    sb = opener(shared_repo)
+    started = []
+    monkeypatch.setattr(testrun._ParseAhead, "__init__",
+                        lambda self, *a, **kw: started.append(a) or pytest.fail("parsed ahead in the same sandbox"))
+    run = run_tests(sb, SCRIPT, SELF_VIEW, timeout=30, parse_in=sb)
+    assert run.parse_error is None and not started
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_the_tests_cannot_reach_the_parser_waiting_for_their_log(opener, shared_repo, parses):
+    """While the code under test runs, the clean sandbox's parser waits for the log: the tests look for it
+    (its processes, its signal file, its scratch directory) to feed it a log of their own, and find none."""
+    work, clean = opener(shared_repo), opener(shared_repo)
+    clean_dir = clean.scratch_path("")
+    hunt = (f"for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c '[p]arse_ahead'; "
+            f"find /dev/shm /tmp / -maxdepth 6 -name 'test_parser.signal' 2>/dev/null | head -3; "
+            f"ls {clean_dir} 2>&1 | head -3; "
+            f"for d in /dev/shm/*/ /dev/shm/*/*/; do printf go > $d/scratch/test_parser.signal; done 2>/dev/null; "
+            "echo one passed")
+    parser = "import json, sys\nprint(json.dumps({'seen': 'passed', 'log': sys.stdin.read() and 'passed'}))\n"
+    run = run_tests(work, hunt, parser, timeout=60, parse_in=clean)
+    assert_parsed_ahead(parses)
+    lines = run.log.splitlines()
+    assert lines[0] == "0", run.log  # no process of the parser in sight
+    assert "test_parser.signal" not in run.log and "parse_ahead" not in run.log, run.log
+    assert "No such file or directory" in run.log, run.log  # the clean sandbox's scratch is not there
+    assert run.statuses == {"seen": "passed", "log": "passed"}
