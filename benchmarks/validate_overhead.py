@@ -5,7 +5,8 @@ For each repository and its artifacts this prints:
   raw       the sum of the test-script times of every run validation makes (original, bug, bug+weaken, one
             per file for multi-file bugs), each run directly in a plain copy of the repository — what a
             naive serial validator would pay, the original run repeated for every artifact;
-  serial    `validate` wall time with --jobs 1 and no cache (overhead = serial / raw - 1);
+  serial    `validate` wall time with --jobs 1 and no cache, one artifact at a time, each right after its raw
+            runs (overhead = serial / raw - 1);
   jobs 2    `validate` wall time with --jobs 2 and the original-run cache (target: below raw);
   cmds      sandbox commands per artifact validated (serial, no cache) and per grade: counted, so exact
             however loaded the machine is;
@@ -220,8 +221,12 @@ def main() -> None:
     for name, repo, arts in sets:
         rounds = []
         for _ in range(max(1, args.repeat)):  # a round measures each number once, back to back
-            raw = raw_total(repo, arts)
-            serial, cmds = timed_validate(repo, arts, jobs=1, cache=False)
+            raw = serial = 0.0
+            cmds = 0
+            for a in arts:  # each artifact's raw runs and its validation back to back: seconds apart
+                raw += raw_total(repo, [a])
+                t, n = timed_validate(repo, [a], jobs=1, cache=False)
+                serial, cmds = serial + t, cmds + n
             par, grade_s, run_s, gcmds = timed_validate_and_grade(repo, arts)
             rounds.append((raw, serial, par, grade_s, run_s))
         raw, serial, par, grade_s, run_s = (statistics.median(col) for col in zip(*rounds))
