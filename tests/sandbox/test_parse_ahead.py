@@ -4,6 +4,7 @@ budget, and nothing of an earlier parse (issue 15)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -12,7 +13,8 @@ from ssrkit import testrun
 from ssrkit.errors import PatchError
 from ssrkit.testrun import run_tests
 
-LOCAL = pytest.mark.parametrize("opener", ["local-bwrap", "local-none"], indirect=True)
+#: under bubblewrap only: without it the tests could feed the waiting parser themselves, so it never waits
+LOCAL = pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
 
 #: prints how it sees itself and its input, as test statuses (the values) keyed by what it saw
 SELF_VIEW = """\
@@ -31,6 +33,8 @@ seen = {
 }
 print(json.dumps(seen))
 """
+
+PARSER_LINES = "import json, sys\nprint(json.dumps(dict(l.split() for l in sys.stdin if l.strip())))\n"
 
 SCRIPT = "printf 'one passed\\nünï passed\\n'; echo two failed"
 
@@ -88,6 +92,60 @@ def test_a_failing_parser_fails_alike(opener, shared_repo, monkeypatch, parses, 
 
 
 @LOCAL
+@pytest.mark.parametrize("parser", [
+    # a thread that is not a daemon prints the result after the main code ended
+    "import json, threading\nthreading.Thread(target=lambda: print(json.dumps({'t': 'passed'}))).start()\n",
+    "import json\nfrom concurrent.futures import ThreadPoolExecutor\n"
+    "ThreadPoolExecutor(1).submit(lambda: print(json.dumps({'t': 'passed'})))\n",
+    "import json, sys\nprint(json.dumps({'t': 'passed'}))\nsys.stdout.close()\n",
+    "import json, sys\nprint(json.dumps({'t': 'passed'}))\nsys.stdout.flush()\nsys.stdout = None\n",
+    "import json, os\nout = os.fdopen(1, 'w', closefd=False)\nout.write(json.dumps({'t': 'passed'}))\n",
+    "import json\nprint(json.dumps({'loader': type(__loader__).__name__, 'package': repr(__package__),"
+    " 'spec': repr(__spec__)}))\n",
+])
+def test_a_parser_that_ends_in_unusual_ways_succeeds_alike(opener, shared_repo, monkeypatch, parses, parser):
+    ahead, after = both(opener, shared_repo, monkeypatch, parses, parser)
+    assert (ahead.statuses, ahead.parse_error) == (after.statuses, after.parse_error)
+
+
+@LOCAL
+def test_an_interrupted_parser_exits_as_a_script_does(opener, shared_repo, monkeypatch, parses):
+    ahead, after = both(opener, shared_repo, monkeypatch, parses, "raise KeyboardInterrupt\n")
+    assert ahead.parse_error == after.parse_error and "exited with code 130" in (ahead.parse_error or "")
+
+
+def test_modules_of_the_repository_named_like_the_standard_library_are_the_parsers_to_find(
+        tmp_path, monkeypatch, parses):
+    """The repository is on PYTHONPATH: a `select.py` or `signal.py` of its own breaks neither the waiting
+    script nor hides it from the parser, which finds the repository's as it would in a command of its own."""
+    from ssrkit.sandbox import open_sandbox
+    from ssrkit.sandbox.local import isolation_available
+    from ssrkit.source import RepoSource
+
+    from conftest import make_repo
+
+    if isolation_available():
+        pytest.skip(f"bubblewrap unusable: {isolation_available()}")
+    monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", "bwrap")
+    repo = make_repo(tmp_path)
+    for name in ("select", "signal", "ctypes", "runpy", "pkgutil"):
+        (repo / f"{name}.py").write_text(f"MINE = {name!r}\n")
+    import subprocess
+
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    parser = "import json, signal, select\nprint(json.dumps({signal.MINE: 'passed', select.MINE: 'passed'}))\n"
+    with open_sandbox(RepoSource.local(repo), "local") as work, open_sandbox(RepoSource.local(repo), "local") as clean:
+        assert "PYTHONPATH" in clean.run("env", timeout=30).output
+        ahead = run_tests(work, SCRIPT, parser, timeout=30, parse_in=clean)
+        assert_parsed_ahead(parses)
+        monkeypatch.setattr(type(clean), "parses_ahead", property(lambda self: False))
+        after = run_tests(work, SCRIPT, parser, timeout=30, parse_in=clean)
+    assert ahead.statuses == after.statuses, (ahead.parse_error, after.parse_error)
+
+
+@LOCAL
 def test_output_of_atexit_functions_and_unflushed_prints_is_kept(opener, shared_repo, monkeypatch, parses):
     parser = ("import atexit, json, sys\n"
               "sys.stdout.write('{\"first\": ')\n"  # buffered, never flushed by the parser
@@ -139,7 +197,9 @@ def test_a_run_that_never_starts_stops_the_waiting_parser(opener, shared_repo):
         run_tests(work, SCRIPT, SELF_VIEW, timeout=30, parse_in=clean,
                   diffs=[("bug.diff", "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n")])
     assert time.monotonic() - t0 < 10
-    assert clean.run("echo free", timeout=30).output == "free\n"  # not held by a parser waiting for a log
+    t0 = time.monotonic()
+    assert clean.run("echo free", timeout=30).output == "free\n"
+    assert time.monotonic() - t0 < 5  # not held by a parser waiting for a log
 
 
 @LOCAL
@@ -158,9 +218,9 @@ def test_the_tests_cannot_reach_the_parser_waiting_for_their_log(opener, shared_
     (its processes, its signal file, its scratch directory) to feed it a log of their own, and find none."""
     work, clean = opener(shared_repo), opener(shared_repo)
     clean_dir = clean.scratch_path("")
-    hunt = (f"for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c '[p]arse_ahead'; "
+    hunt = (f"sleep 1; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done | grep -c '[p]arse_ahead'; "
             f"find /dev/shm /tmp / -maxdepth 6 -name 'test_parser.signal' 2>/dev/null | head -3; "
-            f"ls {clean_dir} 2>&1 | head -3; "
+            f"ls {clean_dir} 2>&1 | sed 's/^/ls: /' | head -3; "
             f"for d in /dev/shm/*/ /dev/shm/*/*/; do printf go > $d/scratch/test_parser.signal; done 2>/dev/null; "
             "echo one passed")
     parser = "import json, sys\nprint(json.dumps({'seen': 'passed', 'log': sys.stdin.read() and 'passed'}))\n"
@@ -169,5 +229,42 @@ def test_the_tests_cannot_reach_the_parser_waiting_for_their_log(opener, shared_
     lines = run.log.splitlines()
     assert lines[0] == "0", run.log  # no process of the parser in sight
     assert "test_parser.signal" not in run.log and "parse_ahead" not in run.log, run.log
-    assert "No such file or directory" in run.log, run.log  # the clean sandbox's scratch is not there
+    assert any(ln.startswith("ls: ") and "No such file or directory" in ln for ln in lines), run.log
     assert run.statuses == {"seen": "passed", "log": "passed"}
+
+
+@pytest.mark.parametrize("opener", ["local-none"], indirect=True)
+def test_without_bubblewrap_the_parser_never_waits_where_the_tests_could_feed_it(opener, shared_repo, parses):
+    """Without bubblewrap the tests could find the other sandbox's scratch directory and write a log and the
+    signal themselves: the parse starts after the run, as a command of its own."""
+    work, clean = opener(shared_repo), opener(shared_repo)
+    assert not clean.parses_ahead
+    forge = ("for d in $HOME/../../sb-*/scratch; do printf 'forged passed\\n' > $d/test_parser.log; "
+             "printf go > $d/test_parser.signal; done 2>/dev/null; echo real failed")
+    parser = "import json, sys\nprint(json.dumps(dict(l.split() for l in sys.stdin if l.strip())))\n"
+    run = run_tests(work, forge, parser, timeout=30, parse_in=clean)
+    assert run.statuses == {"real": "failed"} and not parses
+
+
+@LOCAL
+def test_a_parser_that_dies_while_waiting_falls_back_to_a_command_of_its_own(opener, shared_repo, parses):
+    import signal
+    import threading
+
+    work, clean = opener(shared_repo), opener(shared_repo)
+    if clean.cgroup is None:
+        pytest.skip("the waiting parser is found through the sandbox's cgroup")
+    spare = {clean._waiter.pid} if clean._waiter is not None else set()
+
+    def kill_the_waiting_parser():
+        time.sleep(0.8)
+        for pid in clean.cgroup.pids():
+            if pid not in spare and (clean._waiter is None or pid != clean._waiter.pid):
+                os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_the_waiting_parser)
+    killer.start()
+    run = run_tests(work, "sleep 1.6; echo one passed", PARSER_LINES, timeout=30, parse_in=clean)
+    killer.join()
+    assert parses == [None]  # the parse ahead had nothing to say: the log was parsed by a later command
+    assert run.statuses == {"one": "passed"} and run.parse_error is None

@@ -1,31 +1,68 @@
 """Run test_parser.py on a log that does not exist yet, with the interpreter already started.
 
-ssrkit starts this script (`python3 parse_ahead.py PARSER LOG SIGNAL STATUS LIMIT WAIT`) in the clean
-sandbox while the tests run in another one, so the ~15 ms of Python's start-up and the sandbox's own start
-are paid while the tests run, not after them. It waits for the host to write SIGNAL: `go` once LOG holds the
-whole log, `stop` when there is nothing to parse. Then a forked child runs the parser as `python3 PARSER
-<LOG` would (`sys.argv`, `sys.path[0]` = the parser's directory, `__main__`, the log on stdin and on fd 0),
-and this process waits at most LIMIT seconds for it: past that it kills the child's process group and
-writes `timeout` to STATUS. Its exit code is the parser's (128 + N for a signal). After WAIT seconds without
-a signal it gives up (exit 0, `nosignal` in STATUS).
+ssrkit starts this script (`python3 parse_ahead.py PARSER LOG SIGNAL STATUS LIMIT WAIT`, from the parser's
+own directory) in the clean sandbox while the tests run in another one, so the ~15 ms of Python's start-up
+and the sandbox's own start are paid while the tests run, not after them. It waits (inotify, else polling)
+for the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse.
+Then a forked child runs the parser as `python3 PARSER <LOG` would: its code in a fresh `__main__` module
+(`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same `sys.path` (this script lives in
+the parser's directory), the log on stdin and fd 0, and an ordinary interpreter exit (threads joined,
+streams flushed, the exit code and signal a script's would be). This process waits at most LIMIT seconds
+for it, counted from the signal: past that it kills the child's process group and writes `timeout` to
+STATUS. Its exit code is the parser's (128 + N for a signal). After WAIT seconds without a signal it gives
+up (`nosignal` in STATUS).
 
-Standard library only: it runs on the sandbox's interpreter, where ssrkit is not installed.
+What this script needs besides `json` and `re` is imported from the standard library alone and forgotten
+before the parser runs, so a module of the repository's with the same name (the repository is on
+PYTHONPATH) neither breaks this script nor is hidden from the parser. `json` and `re` are imported ahead
+as the parser would find them. Standard library only: ssrkit is not installed where it runs.
 """
 
-import atexit
-import json  # noqa: F401  imported ahead: most parsers import these, found as they would be
 import os
-import re  # noqa: F401
-import runpy
-import select
-import signal
 import sys
 import time
+
+import json  # noqa: F401,E402  ahead of the parser, found as it would find them (most parsers import them)
+import re  # noqa: F401,E402
+
+_FULL_PATH = sys.path[:]
+_BEFORE = set(sys.modules)
+sys.path[:] = [p for p in _FULL_PATH if p.startswith((sys.base_prefix, sys.base_exec_prefix))
+               and "site-packages" not in p and "dist-packages" not in p]
+try:
+    import select
+    import signal
+
+    try:
+        import ctypes
+    except ImportError:
+        ctypes = None
+finally:
+    sys.path[:] = _FULL_PATH
+_MINE = set(sys.modules) - _BEFORE  # forgotten in the child: the parser finds its own
+
+
+def _inotify(directory):
+    """A descriptor that becomes readable when a file in `directory` is written, or None."""
+    if ctypes is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+        if fd < 0:
+            return None
+        if libc.inotify_add_watch(fd, os.fsencode(directory), 0x8 | 0x80) < 0:  # IN_CLOSE_WRITE | IN_MOVED_TO
+            os.close(fd)
+            return None
+        return fd
+    except (OSError, AttributeError, TypeError):
+        return None
 
 
 def _wait_for_signal(path, wait):
     deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    watch = _inotify(os.path.dirname(os.path.abspath(path)))
+    while True:
         try:
             with open(path) as fh:
                 said = fh.read().strip()
@@ -33,8 +70,17 @@ def _wait_for_signal(path, wait):
             said = ""
         if said in ("go", "stop"):
             return said
-        time.sleep(0.001)
-    return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        if watch is None:
+            time.sleep(min(0.002, left))
+            continue
+        if select.select([watch], [], [], min(left, 1.0))[0]:
+            try:
+                os.read(watch, 65536)
+            except OSError:
+                pass
 
 
 def _status(path, word):
@@ -43,41 +89,25 @@ def _status(path, word):
 
 
 def _child(parser, log):
-    """Run the parser as a script; exit without the interpreter's teardown (a few ms per interpreter), once
-    what a normal exit does for a script's output is done: atexit functions, then stdout and stderr flushed."""
+    """Become `python3 PARSER <LOG`: run the parser's code as the `__main__` script; the interpreter's own
+    exit follows (SystemExit, exceptions and KeyboardInterrupt reach it as a script's would)."""
     os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     fd = os.open(log, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
+    for name in _MINE:
+        sys.modules.pop(name, None)
+    with open(parser, "rb") as fh:
+        source = fh.read()
+    code = compile(source, parser, "exec")
+    main = type(sys)("__main__")
+    main.__file__ = parser
+    main.__loader__ = type(sys.modules["__main__"].__loader__)("__main__", parser)
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
     sys.argv = [parser]
-    sys.path[0] = os.path.dirname(os.path.abspath(parser))
-    code = 0
-    try:
-        runpy.run_path(parser, run_name="__main__")
-    except SystemExit as e:
-        code = _exit_code(e.code)
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        code = 1
-    try:
-        atexit._run_exitfuncs()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                code = code or 120  # as Python exits when flushing stdout fails
-        os._exit(code)
-
-
-def _exit_code(code):
-    """The exit code `sys.exit(code)` gives a script (a message is printed to stderr, and exits 1)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
+    exec(code, main.__dict__)
 
 
 def _wait(pid, limit):
@@ -90,17 +120,12 @@ def _wait(pid, limit):
     while True:
         left = deadline - time.monotonic()
         if pidfd is not None:
-            ready, _, _ = select.select([pidfd], [], [], max(left, 0))
-            if not ready:
+            if not select.select([pidfd], [], [], max(left, 0))[0]:
                 break
+        elif left <= 0:
+            break
         else:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return status
-            if left <= 0:
-                break
             time.sleep(min(0.002, left))
-            continue
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return status
@@ -114,6 +139,8 @@ def _wait(pid, limit):
 
 
 def main():
+    """The parent's part: wait for the signal, fork the parser, wait for it; returns this process's exit
+    code. In the child it does not return: the parser's script ends the interpreter."""
     parser, log, said_path, status_path, limit, wait = sys.argv[1:7]
     said = _wait_for_signal(said_path, float(wait))
     if said != "go":
@@ -123,6 +150,7 @@ def main():
     pid = os.fork()
     if pid == 0:
         _child(parser, log)
+        sys.exit(0)  # the parser's script ended: exit as the interpreter does at a script's end
     status = _wait(pid, float(limit))
     if status is None:
         _status(status_path, "timeout")
@@ -134,4 +162,4 @@ def main():
 
 
 if __name__ == "__main__":
-    os._exit(main())  # nothing of this process needs a teardown
+    os._exit(main())  # the parent only (the child leaves through its script's exit): nothing to tear down
