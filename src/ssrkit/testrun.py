@@ -226,9 +226,9 @@ class _ParseAhead:
     """test_parser.py started in another sandbox while the tests run (`templates/parse_ahead.py`): Python's
     start-up and the sandbox's are paid during the test run; once the log is known, the host writes it and
     the signal to go, and only the parse itself is left. The parser sees the same bytes on its stdin, with
-    the same budget (`PARSER_TIMEOUT`, counted from the signal), as a parse started afterwards
-    (`run_parser`). Where the parser could not be started ahead, `parse` returns None: parse the ordinary
-    way."""
+    the same budget (`PARSER_TIMEOUT`, counted from the signal: past it the host kills the command,
+    `Sandbox.interrupt`), as a parse started afterwards (`run_parser`). Where the parser could not be
+    started ahead, `parse` returns None: parse the ordinary way."""
 
     def __init__(self, sandbox: Sandbox, parser: str, *, wait: float) -> None:
         self.sandbox = sandbox
@@ -251,7 +251,7 @@ class _ParseAhead:
                 sb.write_file(left, "")
             python = shlex.quote(sb.interpreter("python3"))
             cmd = " ".join([python, *map(shlex.quote, (script, path, self.log, self.signal, self.status)),
-                            f"{PARSER_TIMEOUT:.3f} {wait:.3f} 2>{shlex.quote(err)}"])
+                            f"{wait:.3f} 2>{shlex.quote(err)}"])
         except Exception:
             self._failed = True
             return
@@ -280,7 +280,12 @@ class _ParseAhead:
         said = self._say("go", log.encode("utf-8", "replace"))
         if not said:
             self._say("stop")
-        self._thread.join()
+        limit = PARSER_TIMEOUT
+        self._thread.join(limit)
+        timed_out = self._thread.is_alive()
+        if timed_out:  # the parser's budget is over: its command is killed, as a parse command's would be
+            self.sandbox.interrupt()
+            self._thread.join()
         res = self._res
         if not said or self._failed or res is None:
             return None
@@ -288,10 +293,9 @@ class _ParseAhead:
             status = self.sandbox.read_file(self.status).decode("ascii", "replace").strip()
         except (OSError, SandboxError):
             return None
-        if status not in ("done", "timeout"):  # it never got to the parse
+        if status != "started":  # it never got to the parse
             return None
-        return _parse_result(self.sandbox, res.exit_code, status == "timeout" or res.timed_out, res.output,
-                             PARSER_TIMEOUT)
+        return _parse_result(self.sandbox, res.exit_code, timed_out or res.timed_out, res.output, limit)
 
     def stop(self) -> None:
         """Nothing to parse (the tests did not run): the waiting parser ends without running."""

@@ -209,11 +209,16 @@ class Sandbox(ABC):
         the tests left (`kill -9 -1`) before the parser starts. False (the default): two commands."""
         return False
 
+    def interrupt(self) -> None:
+        """Kill the command running now (called from another thread; its `run` returns what it had). Only
+        where `parses_ahead`: the default has nothing to kill."""
+
     @property
     def parses_ahead(self) -> bool:
         """May `testrun` start a parser here before its log exists (`templates/parse_ahead.py`), then write the
-        log and the signal to go while that command runs? Only where `write_file` does not wait for a running
-        command. False (the default): the parse is a command of its own, started once the log is known."""
+        log and the signal to go while that command runs, and `interrupt` it when its time is up? Only where
+        `write_file` does not wait for a running command. False (the default): the parse is a command of
+        its own, started once the log is known."""
         return False
 
     def read_capped(self, path: str) -> tuple[bytes, bool]:

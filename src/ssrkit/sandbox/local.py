@@ -637,6 +637,11 @@ class LocalSandbox(Sandbox):
         coreutils' timeout, stat and head, visible in the sandbox as on the host)."""
         return self.isolated and _HAS_RUN_TOOLS
 
+    def interrupt(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.returncode is None:
+            self._kill_tree(proc)
+
     @property
     def parses_ahead(self) -> bool:
         """`write_file` writes through the host's view of the workspace, without the command lock; only under

@@ -1,16 +1,14 @@
 """Run test_parser.py on a log that does not exist yet, with the interpreter already started.
 
-ssrkit starts this script (`python3 parse_ahead.py PARSER LOG SIGNAL STATUS LIMIT WAIT`, from the parser's
-own directory) in the clean sandbox while the tests run in another one, so the ~15 ms of Python's start-up
-and the sandbox's own start are paid while the tests run, not after them. It waits (inotify, else polling)
-for the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse.
-Then a forked child runs the parser as `python3 PARSER <LOG` would: its code in a fresh `__main__` module
-(`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same `sys.path` (this script lives in
-the parser's directory), the log on stdin and fd 0, and an ordinary interpreter exit (threads joined,
-streams flushed, the exit code and signal a script's would be). This process waits at most LIMIT seconds
-for it, counted from the signal: past that it kills the child's process group and writes `timeout` to
-STATUS. Its exit code is the parser's (128 + N for a signal). After WAIT seconds without a signal it gives
-up (`nosignal` in STATUS).
+ssrkit starts this script (`python3 parse_ahead.py PARSER LOG SIGNAL STATUS WAIT`, from the parser's own
+directory) in the clean sandbox while the tests run in another one, so the ~15 ms of Python's start-up and
+the sandbox's own start are paid while the tests run, not after them. It waits (inotify, else polling) for
+the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse. On `go`
+it writes `started` to STATUS and becomes the parser, as `python3 PARSER <LOG` would run: its code in a
+fresh `__main__` module (`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same
+`sys.path` (this script lives in the parser's directory), the log on stdin and fd 0, and the interpreter's
+own exit, so the exit code is the parser's. The parser's time limit is the host's to keep (it kills the
+command). After WAIT seconds without a signal it gives up (`nosignal` in STATUS).
 
 What this script needs besides `json` and `re` is imported from the standard library alone and forgotten
 before the parser runs, so a module of the repository's with the same name (the repository is on
@@ -31,7 +29,6 @@ sys.path[:] = [p for p in _FULL_PATH if p.startswith((sys.base_prefix, sys.base_
                and "site-packages" not in p and "dist-packages" not in p]
 try:
     import select
-    import signal
 
     try:
         import ctypes
@@ -88,11 +85,10 @@ def _status(path, word):
         fh.write(word)
 
 
-def _child(parser, log):
-    """Become `python3 PARSER <LOG`: run the parser's code as the `__main__` script; the interpreter's own
-    exit follows (SystemExit, exceptions and KeyboardInterrupt reach it as a script's would)."""
-    os.setpgid(0, 0)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+def _become_the_parser(parser, log):
+    """Become `python3 PARSER <LOG`: the log on fd 0, this script's own modules forgotten, the parser's code
+    run as the `__main__` script; the interpreter's own exit follows (SystemExit, exceptions and
+    KeyboardInterrupt reach it as a script's would, threads are joined, streams flushed)."""
     fd = os.open(log, os.O_RDONLY)
     os.dup2(fd, 0)
     os.close(fd)
@@ -110,56 +106,15 @@ def _child(parser, log):
     exec(code, main.__dict__)
 
 
-def _wait(pid, limit):
-    """The child's exit status, or None after `limit` seconds (the child's group is killed then)."""
-    deadline = time.monotonic() + limit
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    while True:
-        left = deadline - time.monotonic()
-        if pidfd is not None:
-            if not select.select([pidfd], [], [], max(left, 0))[0]:
-                break
-        elif left <= 0:
-            break
-        else:
-            time.sleep(min(0.002, left))
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return status
-    for target in (-pid, pid):
-        try:
-            os.kill(target, signal.SIGKILL)
-        except OSError:
-            pass
-    os.waitpid(pid, 0)
-    return None
-
-
 def main():
-    """The parent's part: wait for the signal, fork the parser, wait for it; returns this process's exit
-    code. In the child it does not return: the parser's script ends the interpreter."""
-    parser, log, said_path, status_path, limit, wait = sys.argv[1:7]
+    parser, log, said_path, status_path, wait = sys.argv[1:6]
     said = _wait_for_signal(said_path, float(wait))
     if said != "go":
         _status(status_path, "nosignal" if said is None else "stopped")
-        return 0
-    sys.stdout.flush()
-    pid = os.fork()
-    if pid == 0:
-        _child(parser, log)
-        sys.exit(0)  # the parser's script ended: exit as the interpreter does at a script's end
-    status = _wait(pid, float(limit))
-    if status is None:
-        _status(status_path, "timeout")
-        return 124
-    _status(status_path, "done")
-    if os.WIFSIGNALED(status):
-        return 128 + os.WTERMSIG(status)
-    return os.WEXITSTATUS(status)
+        return
+    _status(status_path, "started")
+    _become_the_parser(parser, log)
 
 
 if __name__ == "__main__":
-    os._exit(main())  # the parent only (the child leaves through its script's exit): nothing to tear down
+    main()
