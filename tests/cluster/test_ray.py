@@ -143,12 +143,19 @@ def _sandboxes_of_run(run: str) -> list[Path]:
     return out
 
 
+def ctrl_c_reaches_it() -> None:
+    """In the child before exec: SIGINT as a terminal's Ctrl-C finds it. A suite started in the background of
+    a shell without job control inherits SIGINT ignored, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupted_run(cluster_address: str, items_dir: Path, run: str) -> subprocess.CompletedProcess:
     """`ssrkit validate --executor ray` as a subprocess, sent SIGINT once its units have sandboxes open."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
            "RAY_ADDRESS": cluster_address, "SSRKIT_RUN": run}
     proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(items_dir), "--executor", "ray",
-                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and len(_sandboxes_of_run(run)) < 2 and proc.poll() is None:
         time.sleep(0.05)  # wait until units run on two nodes at least, with their sandboxes open
@@ -183,7 +190,8 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     # the same Ctrl-C under the local executor prints the same thing
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "SSRKIT_RUN": run + "-l"}
     proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path / "arts"), "--json",
-                             "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ctrl_c_reaches_it)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not _sandboxes_of_run(run + "-l") and proc.poll() is None:
         time.sleep(0.05)

@@ -142,8 +142,10 @@ _CHILD = textwrap.dedent("""\
 
 
 def _interrupt(child_code: str, sig: int) -> tuple[str, str]:
+    # SIGINT as a terminal's Ctrl-C finds it, even where the suite inherited it ignored (started in the
+    # background of a shell without job control; Python keeps an ignored SIGINT ignored)
     proc = subprocess.Popen([sys.executable, "-c", child_code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     line = proc.stdout.readline()
     assert line.startswith("DIR"), proc.stderr.read()
     time.sleep(1.0)  # the command is running
