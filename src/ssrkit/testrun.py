@@ -130,16 +130,24 @@ def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARS
 def _parse_command(sandbox: Sandbox, parser: str, log_file: str, twice: bool) -> str:
     """The shell command running test_parser.py on `log_file`: its stdout is the command's output, its
     stderr goes to a scratch file, its exit code is the command's; `twice`: see `run_parser`."""
-    path, err = sandbox.scratch_path(TEST_PARSER), sandbox.scratch_path(_ERR)
-    python = shlex.quote(sandbox.interpreter("python3"))
-    sandbox.write_file(path, parser)
-    second = ""
-    if twice:
-        out2, rc2 = sandbox.scratch_path(_OUT2), sandbox.scratch_path(_RC2)
-        sandbox.write_file(rc2, "")
-        second = (f"{{ {python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; "
-                  f"echo ${{PIPESTATUS[0]}} >{rc2}; }} & ")
+    python, path, err = _write_parser(sandbox, parser)
+    second = f"{{ {_second_parse(sandbox, python, path, log_file)}; }} & " if twice else ""
     return f"{second}{python} {path} <{log_file} 2>{err}; rc=$?; wait; exit $rc"
+
+
+def _write_parser(sandbox: Sandbox, parser: str) -> tuple[str, str, str]:
+    """(the interpreter, test_parser.py written to scratch, the scratch file for its stderr), shell-quoted."""
+    path, err = sandbox.scratch_path(TEST_PARSER), sandbox.scratch_path(_ERR)
+    sandbox.write_file(path, parser)
+    return shlex.quote(sandbox.interpreter("python3")), path, err
+
+
+def _second_parse(sandbox: Sandbox, python: str, path: str, log_file: str) -> str:
+    """The determinism check's second parse as a shell command: its stdout (capped) and exit code to scratch
+    files, read back by `last_reparse`."""
+    out2, rc2 = sandbox.scratch_path(_OUT2), sandbox.scratch_path(_RC2)
+    sandbox.write_file(rc2, "")
+    return f"{python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; echo ${{PIPESTATUS[0]}} >{rc2}"
 
 
 def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str,
@@ -322,20 +330,25 @@ _RUN_LOG, _RUN_STATUS = "test_script.log", "test_script.status"
 
 
 def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, applies, twice: bool) -> TestRun:
-    """One command for the applies, the test script (its own `timeout`, its output to a scratch log) and the
-    parser. Between the two it kills every process the tests left (`kill -9 -1`: the command's pid namespace
-    holds nothing else), so the parser runs alone, as in a command of its own; it reads the log the host
-    keeps, byte for byte. Where that cannot be (the log is longer than a command's output keeps, or not
-    UTF-8, or the tests killed the command itself), the kept log is parsed by a command of its own."""
+    """One command for the applies, the test script (its output to a scratch log) and the parser. The shell
+    starts the tests in the background, in a process group of their own (`set -m`, as coreutils' `timeout`
+    would), and becomes `templates/parse_ahead.py --after-tests`: Python starts while the tests run. It
+    waits for them up to their budget, kills every process they left (`kill(-1)`: the command's pid
+    namespace holds nothing else), writes their exit code, times and log size, then becomes the parser on
+    the log, which runs alone, as in a command of its own, and reads the log the host keeps, byte for byte.
+    Where that cannot be (the log is longer than a command's output keeps, or not UTF-8, or the tests killed
+    the command itself), the kept log is parsed by a command of its own."""
     log_file, status = sandbox.scratch_path(_RUN_LOG), sandbox.scratch_path(_RUN_STATUS)
     sandbox.write_file(status, "")
+    ahead = sandbox.scratch_path(_AHEAD)
+    sandbox.write_file(ahead, resources.files("ssrkit.templates").joinpath(_AHEAD).read_bytes())
+    python, path, err = _write_parser(sandbox, parser)
+    second = _second_parse(sandbox, python, path, log_file) if twice else ""
     cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
     now = "${EPOCHREALTIME:-$(date +%s.%N)}"  # bash 5, else coreutils
-    driver = (f"t0={now}; {{ timeout -s KILL {max(timeout, 0.001):.3f} bash {script} >{log_file} 2>&1 </dev/null; }} "
-              f"2>/dev/null; rc=$?; t1={now}; kill -9 -1 2>/dev/null; kill -9 -1 2>/dev/null; "
-              f"size=-1; [ -f {log_file} ] && [ ! -L {log_file} ] && size=$(stat -c %s {log_file}); rm -rf {status}; "
-              f"echo \"$rc $t0 $t1 $size\" >{status}; [ \"$size\" -ge 0 ] && [ \"$size\" -le {cap} ] || exit 0; "
-              + _parse_command(sandbox, parser, log_file, twice))
+    driver = (f"t0={now}; set -m; bash {script} >{log_file} 2>&1 </dev/null & "
+              f"exec {python} {ahead} --after-tests $! $t0 {max(timeout, 0.001):.3f} {log_file} {status} {cap} "
+              f"{path} {shlex.quote(second)} 2>{err}")
     res = sandbox.run(applies.command(driver), timeout=timeout + PARSER_TIMEOUT + 30)
     applies.check(res.output)
     try:
@@ -356,8 +369,21 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
         _parse_separately(sandbox, run, parser, twice)  # the parser must see what is kept: the kept log
         return run
     statuses, error, raw = _parse_result(sandbox, res.exit_code, res.timed_out, res.output, PARSER_TIMEOUT)
-    _set_parse(run, statuses, error, raw, last_reparse(sandbox) if twice and statuses is not None else None)
+    reparsed = None
+    if twice and statuses is not None:
+        reparsed = last_reparse(sandbox)
+        if reparsed is None and not _reparse_ended(sandbox):  # the first parse ended the command (os._exit)
+            reparsed = run_parser(sandbox, parser, run.log)[0]  # before the second did: it runs again alone
+    _set_parse(run, statuses, error, raw, reparsed)
     return run
+
+
+def _reparse_ended(sandbox: Sandbox) -> bool:
+    """Whether the second parse of the last `run_parser(twice=True)` or `_run_and_parse` wrote its exit code."""
+    try:
+        return bool(sandbox.read_file(sandbox.scratch_path(_RC2)).strip())
+    except (OSError, SandboxError):
+        return False
 
 
 def _driver_status(sandbox: Sandbox, path: str) -> tuple[int, float, int] | None:

@@ -174,6 +174,66 @@ def test_a_log_replaced_by_a_fifo_does_not_hang(opener, shared_repo):
     assert run.statuses in ({}, {"core.add": "passed"}) or run.parse_error
 
 
+
+def counted(sb):
+    """`sb` with its commands listed (the list is returned; `sb.run` is restored by `del sb.run`)."""
+    calls = []
+    real_run = sb.run
+    sb.run = lambda command, **kw: (calls.append(command), real_run(command, **kw))[1]
+    return calls
+
+
+def test_the_tests_get_the_signals_and_exit_codes_of_a_command_of_their_own(opener, shared_repo):
+    """The test script runs as it would alone: SIGINT and SIGQUIT at their defaults (a test may interrupt
+    itself), its exit code (a signal's as the shell reports it) and its time as they are."""
+    sb = opener(shared_repo)
+    script = ("python3 -c 'import signal, sys\n"
+              "sys.exit(signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+              "         or signal.getsignal(signal.SIGQUIT) != signal.SIG_DFL)' && echo core.add passed\n"
+              "echo core.sub passed; sleep 0.3; exit 3\n")
+    run = run_tests(sb, script, PARSER, timeout=60)
+    assert run.statuses == {"core.add": "passed", "core.sub": "passed"}, (run.log, run.parse_error)
+    assert run.exit_code == 3 and not run.timed_out
+    assert 0.3 <= run.seconds < 5
+    killed = run_tests(sb, "echo core.add passed; kill -SEGV $$\n", PARSER, timeout=60)
+    assert killed.exit_code == 128 + 11 and killed.statuses == {"core.add": "passed"}
+
+
+def test_tests_that_signal_their_process_group_reach_nothing_of_the_run(opener, shared_repo):
+    """In the one-command run the tests have a process group of their own, as under coreutils' `timeout`:
+    signalling it reaches nothing that waits to parse, and the log is parsed in the same command."""
+    sb = opener(shared_repo)
+    if not sb.parses_in_run:
+        pytest.skip("only the one-command run waits beside the tests")
+    sb.interpreter("python3")
+    calls = counted(sb)
+    run = run_tests(sb, "trap '' TERM INT HUP; kill -TERM 0; kill -INT 0; kill -HUP 0; echo core.add passed\n",
+                    PARSER, timeout=60)
+    del sb.run
+    assert run.statuses == {"core.add": "passed"} and run.exit_code == 0, (run.log, run.parse_error)
+    assert len(calls) == 1
+
+
+def test_what_the_tests_leave_where_the_run_writes_its_status_is_replaced(opener, shared_repo):
+    """The one-command run writes the tests' exit code, times and log size to a scratch file after they end;
+    a directory tree or a link the tests put there is removed first (nothing is written through a link)."""
+    sb = opener(shared_repo)
+    if not sb.parses_in_run:
+        pytest.skip("only the one-command run writes a status file")
+    status = sb.scratch_path("test_script.status")
+    tree = (f"echo core.add passed; rm -rf {status}; mkdir -p {status}/a/b; touch {status}/a/b/f; "
+            f"ln -s / {status}/a/root; chmod 500 {status}/a/b\n")
+    link = f"echo core.add passed; rm -rf {status}; ln -s $PWD/src/pkg/core.py {status}\n"
+    for script in (tree, link):
+        calls = counted(sb)
+        run = run_tests(sb, script, PARSER, timeout=60)
+        del sb.run
+        assert run.statuses == {"core.add": "passed"} and run.exit_code == 0, (script, run.parse_error)
+        assert len(calls) == 1
+        assert "a - b" in sb.read_file("src/pkg/core.py").decode()
+        assert sb.read_file(status).decode().split()[0] == "0"
+
+
 def test_a_diff_that_does_not_apply_names_itself_and_runs_nothing(opener, shared_repo):
     sb = opener(shared_repo)
     stale = break_sub(shared_repo).replace("return a - b", "return a - c")

@@ -117,7 +117,8 @@ def test_an_interrupted_parser_exits_as_a_script_does(opener, shared_repo, monke
 def test_modules_of_the_repository_named_like_the_standard_library_are_the_parsers_to_find(
         tmp_path, monkeypatch, parses):
     """The repository is on PYTHONPATH: a `select.py` or `signal.py` of its own breaks neither the waiting
-    script nor hides it from the parser, which finds the repository's as it would in a command of its own."""
+    script (in the clean sandbox, or in the test command) nor hides it from the parser, which finds the
+    repository's as it would in a command of its own."""
     from ssrkit.sandbox import open_sandbox
     from ssrkit.sandbox.local import isolation_available
     from ssrkit.source import RepoSource
@@ -142,7 +143,9 @@ def test_modules_of_the_repository_named_like_the_standard_library_are_the_parse
         assert_parsed_ahead(parses)
         monkeypatch.setattr(type(clean), "parses_ahead", property(lambda self: False))
         after = run_tests(work, SCRIPT, parser, timeout=30, parse_in=clean)
-    assert ahead.statuses == after.statuses, (ahead.parse_error, after.parse_error)
+        in_run = run_tests(work, SCRIPT, parser, timeout=30, parse_twice=True)  # the test command's own parser
+    assert ahead.statuses == after.statuses == in_run.statuses == in_run.reparsed, (ahead.parse_error,
+                                                                                  after.parse_error)
 
 
 @LOCAL
@@ -268,3 +271,58 @@ def test_a_parser_that_dies_while_waiting_falls_back_to_a_command_of_its_own(ope
     killer.join()
     assert parses == [None]  # the parse ahead had nothing to say: the log was parsed by a later command
     assert run.statuses == {"one": "passed"} and run.parse_error is None
+
+
+# -- validation: the test command's shell becomes the parser once the tests end (`--after-tests`) ----------
+
+def in_run_and_alone(opener, repo, monkeypatch, parser, script=SCRIPT):
+    """(the run parsed twice in the test command, the same run parsed twice by a command of its own)."""
+    sb = opener(repo)
+    assert sb.parses_in_run
+    alone_parses = []
+    real = testrun._parse_separately
+    monkeypatch.setattr(testrun, "_parse_separately", lambda *a: (alone_parses.append(a), real(*a))[1])
+    in_run = run_tests(sb, script, parser, timeout=30, parse_twice=True)
+    assert not alone_parses, "the parse fell back to a command of its own"
+    monkeypatch.setattr(type(sb), "parses_in_run", property(lambda self: False))
+    alone = run_tests(sb, script, parser, timeout=30, parse_twice=True)
+    assert alone_parses
+    return in_run, alone
+
+
+def same_parse(a, b):
+    assert (a.statuses, a.parse_error, a.reparsed) == (b.statuses, b.parse_error, b.reparsed)
+
+
+@LOCAL
+def test_the_parser_of_the_test_command_sees_itself_as_a_command_of_its_own(opener, shared_repo, monkeypatch):
+    in_run, alone = in_run_and_alone(opener, shared_repo, monkeypatch, SELF_VIEW)
+    assert in_run.parse_error is None and "argv0=test_parser.py" in in_run.statuses
+    same_parse(in_run, alone)
+    assert in_run.reparsed == in_run.statuses
+
+
+@LOCAL
+@pytest.mark.parametrize("parser", [
+    "raise ValueError('boom in the parser')\n",
+    "import sys\nprint('{}')\nsys.exit(3)\n",
+    "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    "raise KeyboardInterrupt\n",
+    "import json, threading\nthreading.Thread(target=lambda: print(json.dumps({'t': 'passed'}))).start()\n",
+    "import json, sys\nprint(json.dumps({'t': 'passed'}))\nsys.stdout.close()\n",
+    "import atexit, json, sys\nsys.stdout.write('{\"t\": ')\natexit.register(lambda: print('\"passed\"}'))\n",
+    # ends the interpreter at once: the second parse, still running, is made again on its own
+    "import json, os, sys\nprint(json.dumps({'t': 'passed'}))\nsys.stdout.flush()\nos._exit(0)\n",
+])
+def test_the_parser_of_the_test_command_ends_and_fails_alike(opener, shared_repo, monkeypatch, parser):
+    in_run, alone = in_run_and_alone(opener, shared_repo, monkeypatch, parser)
+    same_parse(in_run, alone)
+
+
+@LOCAL
+def test_the_second_parse_is_a_fresh_interpreter(opener, shared_repo, monkeypatch):
+    """Validation's determinism check parses twice: the second parse starts a Python of its own (a hash
+    seed of its own), so a parser whose output follows the hash of a string is caught."""
+    parser = "import json\nprint(json.dumps({'h%d' % hash('ssrkit'): 'passed'}))\n"
+    in_run, _ = in_run_and_alone(opener, shared_repo, monkeypatch, parser)
+    assert in_run.statuses and in_run.reparsed is not None and in_run.reparsed != in_run.statuses

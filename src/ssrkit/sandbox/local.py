@@ -98,7 +98,7 @@ from .base import (
 log = logging.getLogger("ssrkit.sandbox")
 
 _F_SETPIPE_SZ = 1031
-_HAS_RUN_TOOLS = all(shutil.which(t) for t in ("timeout", "stat", "head", "date"))
+_HAS_RUN_TOOLS = all(shutil.which(t) for t in ("head", "date"))
 _BASH = shutil.which("bash") or "/bin/bash"
 
 
@@ -343,10 +343,13 @@ def _pidfd(pid: int) -> int | None:
 _DASH = shutil.which("dash")
 
 
-def _limits_script(limits: Limits) -> tuple[str, str]:
-    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command)."""
+def _limits_script(limits: Limits, *, init: bool = False) -> tuple[str, str]:
+    """(shell, script): the rlimits, then `exec bash -c "$1"` (the command). With `init` (the shell is the
+    first process of a pid namespace: `unshare`) the command is its child instead: a namespace's init
+    ignores every signal it has no handler for, so a command that kills itself (`kill -SEGV $$`) would
+    live on and report success; as the child it dies as anywhere, and the shell exits with 128 + signal."""
     shell, ulimits = _rlimits(limits)
-    return shell, ulimits + f' exec {_BASH} -c "$1"'
+    return shell, ulimits + f' {"" if init else "exec "}{_BASH} -c "$1"'
 
 
 def _rlimits(limits: Limits) -> tuple[str, str]:
@@ -634,7 +637,7 @@ class LocalSandbox(Sandbox):
     @property
     def parses_in_run(self) -> bool:
         """Under bubblewrap each command has its own pid namespace (and the tools of the one-command run:
-        coreutils' timeout, stat and head, visible in the sandbox as on the host)."""
+        coreutils' head and date, visible in the sandbox as on the host)."""
         return self.isolated and _HAS_RUN_TOOLS
 
     def interrupt(self) -> None:
@@ -806,7 +809,7 @@ class LocalSandbox(Sandbox):
         cgroups when `join`. With `join=False` (a `Prejoined` process has joined them already, and sets the
         rlimits before it becomes bubblewrap: they are inherited) bubblewrap runs bash itself."""
         if join:
-            shell, limits = _limits_script(self.limits)
+            shell, limits = _limits_script(self.limits, init=self._bwrap is None and bool(self._unshare))
             inner = [shell, "-c", limits, "ssrkit-sandbox", command]
         else:
             inner = [_BASH, "-c", command]

@@ -1,14 +1,20 @@
 """Run test_parser.py on a log that does not exist yet, with the interpreter already started.
 
-ssrkit starts this script (`python3 parse_ahead.py PARSER LOG SIGNAL STATUS WAIT`, from the parser's own
-directory) in the clean sandbox while the tests run in another one, so the ~15 ms of Python's start-up and
-the sandbox's own start are paid while the tests run, not after them. It waits (inotify, else polling) for
-the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse. On `go`
-it writes `started` to STATUS and becomes the parser, as `python3 PARSER <LOG` would run: its code in a
-fresh `__main__` module (`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same
-`sys.path` (this script lives in the parser's directory), the log on stdin and fd 0, and the interpreter's
-own exit, so the exit code is the parser's. The parser's time limit is the host's to keep (it kills the
-command). After WAIT seconds without a signal it gives up (`nosignal` in STATUS).
+Python's start-up (~15 ms) is paid while the tests run, not after them, in one of two ways:
+
+- `python3 parse_ahead.py PARSER LOG SIGNAL STATUS WAIT`, grading: started in the clean sandbox while the
+  tests run in another one (so that sandbox's start is paid ahead too). It waits (inotify, else polling)
+  for the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse.
+  On `go` it writes `started` to STATUS and becomes the parser. After WAIT seconds without a signal it
+  gives up (`nosignal` in STATUS).
+- `python3 parse_ahead.py --after-tests PID T0 BUDGET LOG STATUS CAP PARSER SECOND`, validation: the shell
+  of the test command starts the tests in the background and becomes this script, which waits for them
+  in the same sandbox (`after_tests`).
+
+Becoming the parser is running as `python3 PARSER <LOG` would run: its code in a fresh `__main__` module
+(`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same `sys.path` (this script lives
+in the parser's directory), the log on stdin and fd 0, and the interpreter's own exit, so the exit code is
+the parser's. The parser's time limit is the host's to keep (it kills the command).
 
 What this script needs besides `json` and `re` is imported from the standard library alone and forgotten
 before the parser runs, so a module of the repository's with the same name (the repository is on
@@ -29,6 +35,7 @@ sys.path[:] = [p for p in _FULL_PATH if p.startswith((sys.base_prefix, sys.base_
                and "site-packages" not in p and "dist-packages" not in p]
 try:
     import select
+    import signal
 
     try:
         import ctypes
@@ -106,7 +113,108 @@ def _become_the_parser(parser, log):
     exec(code, main.__dict__)
 
 
+def _wait_for_tests(pid, deadline):
+    """The tests' wait status, or None once `deadline` (time.monotonic()) has passed. SIGCHLD is blocked
+    and waited for (no polling, no handler that could fire at a bad moment), then the old mask restored."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            signal.sigtimedwait([signal.SIGCHLD], left)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _kill_the_rest():
+    """Kill every process the tests left: in the command's own pid namespace that is everything but this
+    process and the namespace's init (twice: a process forking at the first pass is caught by the second)."""
+    for _ in range(2):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _clear(path):
+    """Nothing at `path` any more: a file or link the tests left there is removed, a directory (however deep,
+    whatever its modes) moved aside under a name of its own."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        os.rename(path, "%s.left-%d-%.6f" % (path, os.getpid(), time.time()))
+
+
+def _regular_size(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return -1
+    return st.st_size if (st.st_mode & 0o170000) == 0o100000 else -1
+
+
+def after_tests(pid, t0, budget, log, status_path, cap, parser, second):
+    """`--after-tests`: the tests (PID, this process's child, started at T0 with BUDGET seconds) end, or are
+    killed at the budget; everything they left is killed; then "exit-code t0 t1 log-bytes" goes to STATUS
+    and, when the log is a regular file of at most CAP bytes, this process becomes the parser on it. SECOND,
+    when not empty, is a shell command started just before (the determinism check's second parse), waited
+    for at exit. STATUS is written last before the parse: whatever fails before it, the host parses on its
+    own (a failure of this script is never taken for the parser's)."""
+    deadline = time.monotonic() + max(t0 + budget - time.time(), 0.0)
+    status = _wait_for_tests(pid, deadline)
+    _kill_the_rest()
+    if status is None:
+        status = os.waitpid(pid, 0)[1]
+    t1 = time.time()
+    rc = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    size = _regular_size(log)
+    parse = 0 <= size <= cap
+    if parse and second:
+        import atexit
+
+        atexit.register(_reap, _spawn_shell(second))  # registered first, so run last: after the parser's own
+    _clear(status_path)
+    fd = os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.write(fd, ("%d %.6f %.6f %d\n" % (rc, t0, t1, size)).encode())
+    os.close(fd)
+    if parse:
+        _become_the_parser(parser, log)
+
+
+def _spawn_shell(command):
+    """`bash -c COMMAND` started with SIGPIPE and SIGXFSZ at their defaults (Python ignores both)."""
+    spawn = getattr(os, "posix_spawnp", None)  # Python 3.8+
+    if spawn is not None:
+        return spawn("bash", ["bash", "-c", command], os.environ, setsigdef=(signal.SIGPIPE, signal.SIGXFSZ))
+    child = os.fork()
+    if child == 0:
+        try:
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+            os.execvp("bash", ["bash", "-c", command])
+        finally:
+            os._exit(127)
+    return child
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
 def main():
+    if sys.argv[1] == "--after-tests":
+        pid, t0, budget, log, status_path, cap, parser, second = sys.argv[2:10]
+        after_tests(int(pid), float(t0), float(budget), log, status_path, int(cap), parser, second)
+        return
     parser, log, said_path, status_path, wait = sys.argv[1:6]
     said = _wait_for_signal(said_path, float(wait))
     if said != "go":
