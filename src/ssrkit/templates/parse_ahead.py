@@ -3,7 +3,7 @@
 Python's start-up (~15 ms) is paid while the tests run, not after them, in one of two ways:
 
 - `python3 parse_ahead.py PARSER LOG SIGNAL STATUS WAIT`, grading: started in the clean sandbox while the
-  tests run in another one (so that sandbox's start is paid ahead too). It waits (inotify, else polling)
+  tests run in another one (so that sandbox's start is paid ahead too). It waits (looking every 2 ms)
   for the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse.
   On `go` it writes `started` to STATUS and becomes the parser. After WAIT seconds without a signal it
   gives up (`nosignal` in STATUS).
@@ -34,38 +34,18 @@ _BEFORE = set(sys.modules)
 sys.path[:] = [p for p in _FULL_PATH if p.startswith((sys.base_prefix, sys.base_exec_prefix))
                and "site-packages" not in p and "dist-packages" not in p]
 try:
-    import select
     import signal
-
-    try:
-        import ctypes
-    except ImportError:
-        ctypes = None
 finally:
     sys.path[:] = _FULL_PATH
-_MINE = set(sys.modules) - _BEFORE  # forgotten in the child: the parser finds its own
+_MINE = set(sys.modules) - _BEFORE  # forgotten before the parser runs: it finds its own
 
-
-def _inotify(directory):
-    """A descriptor that becomes readable when a file in `directory` is written, or None."""
-    if ctypes is None:
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
-        if fd < 0:
-            return None
-        if libc.inotify_add_watch(fd, os.fsencode(directory), 0x8 | 0x80) < 0:  # IN_CLOSE_WRITE | IN_MOVED_TO
-            os.close(fd)
-            return None
-        return fd
-    except (OSError, AttributeError, TypeError):
-        return None
+#: seconds between two looks at the signal file. Not inotify: an inotify instance costs ~15 ms when it is
+#: closed, which the interpreter's exit would pay after the parse; a look costs some microseconds.
+_POLL = 0.002
 
 
 def _wait_for_signal(path, wait):
     deadline = time.monotonic() + wait
-    watch = _inotify(os.path.dirname(os.path.abspath(path)))
     while True:
         try:
             with open(path) as fh:
@@ -77,14 +57,7 @@ def _wait_for_signal(path, wait):
         left = deadline - time.monotonic()
         if left <= 0:
             return None
-        if watch is None:
-            time.sleep(min(0.002, left))
-            continue
-        if select.select([watch], [], [], min(left, 1.0))[0]:
-            try:
-                os.read(watch, 65536)
-            except OSError:
-                pass
+        time.sleep(min(_POLL, left))
 
 
 def _status(path, word):
