@@ -239,8 +239,9 @@ ssrkit_prep() {
     acc="${acc:+$acc/}${parts[i]}"
     if [ -L "$acc" ] || { [ -e "$acc" ] && [ ! -d "$acc" ]; }; then rm -f -- "$acc"; fi
   done
-  rm -rf -- "$path"
+  ssrkit_gone+=("$path")
 }
+ssrkit_gone=()
 '''
 
 
@@ -301,7 +302,8 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     err = shlex.quote(sandbox.scratch_path("ssrkit-history.err"))
     history = (f"{{ {fresh_history_command('Initial commit')}; }} >{err} 2>&1 || "
                f"{{ echo {history_failed}; cat {err}; exit 1; }}")
-    script = _PREP + "\n".join(f"ssrkit_prep {shlex.quote(p)}" for p in todo) + "\n"
+    script = _PREP + "".join(f"ssrkit_prep {shlex.quote(p)}\n" for p in todo)
+    script += 'rm -rf -- "${ssrkit_gone[@]}"\n' if todo else ""  # one `rm` for all of them
     res = sandbox.run(artifact_diffs.command(f"{history}; " + fix.command(script)), timeout=240)
     try:
         artifact_diffs.check(res.output)

@@ -252,9 +252,12 @@ class Sandbox(ABC):
 
 def fresh_history_command(message: str) -> str:
     """The command behind `Sandbox.fresh_history`, to chain with others in one command. No template: its
-    sample hooks are never run, and copying them was a fifth of the command's time."""
-    return ("rm -rf .git && git init -q --template= && git add -A . && "
-            "git -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
+    sample hooks are never run, and copying them was a fifth of the command's time. Its objects are stored
+    without compression (the same objects, ids and history; a quarter less time on a real repository, where
+    `git add` hashes every file), and only for these two commands: nothing is written to the config."""
+    store = "-c core.compression=0 -c core.looseCompression=0"
+    return (f"rm -rf .git && git init -q --template= && git {store} add -A . && "
+            f"git {store} -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
             f"commit -q --no-verify -m {shlex.quote(message)}")
 
 
