@@ -326,3 +326,34 @@ def test_the_second_parse_is_a_fresh_interpreter(opener, shared_repo, monkeypatc
     parser = "import json\nprint(json.dumps({'h%d' % hash('ssrkit'): 'passed'}))\n"
     in_run, _ = in_run_and_alone(opener, shared_repo, monkeypatch, parser)
     assert in_run.statuses and in_run.reparsed is not None and in_run.reparsed != in_run.statuses
+
+
+def test_a_failing_module_of_the_repository_named_json_fails_the_parser_alone(tmp_path, monkeypatch):
+    """`json` is imported before the tests run, as the parser would find it: a repository's json.py that
+    raises (or exits) at import does not stop the waiting script (the tests run to their end), and the
+    parser meets the failure on its own, as in a command of its own."""
+    import subprocess
+
+    from ssrkit.sandbox import open_sandbox
+    from ssrkit.sandbox.local import isolation_available
+    from ssrkit.source import RepoSource
+
+    from conftest import make_repo
+
+    if isolation_available():
+        pytest.skip(f"bubblewrap unusable: {isolation_available()}")
+    monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", "bwrap")
+    repo = make_repo(tmp_path)
+    (repo / "json.py").write_text("import sys\nraise SystemExit('the repository json.py says no')\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "j"],
+                   check=True)
+    script = "echo one passed; sleep 0.5; echo two passed"
+    with open_sandbox(RepoSource.local(repo), "local") as sb:
+        assert sb.parses_in_run
+        in_run = run_tests(sb, script, PARSER_LINES, timeout=30, parse_twice=True)
+        monkeypatch.setattr(type(sb), "parses_in_run", property(lambda self: False))
+        alone = run_tests(sb, script, PARSER_LINES, timeout=30, parse_twice=True)
+    assert in_run.log == alone.log == "one passed\ntwo passed\n"
+    assert in_run.parse_error == alone.parse_error
+    assert "the repository json.py says no" in (in_run.parse_error or "")
