@@ -60,6 +60,7 @@ from .sandbox.base import PRISTINE, Sandbox, fresh_history_command
 from .pathmatch import matches
 from .testrun import ERROR, FAILED, PASSED, TEST_TIMEOUT, TestRun, run_tests
 from .text import clip
+from . import pyast
 
 #: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work
 #: sandbox, which the canary run resets to
@@ -427,7 +428,7 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
     text = original.decode("utf-8", "replace")
     lines = text.splitlines(keepends=True)
     try:
-        funcs, classes = _test_defs(ast.parse(text))
+        funcs, classes = _test_defs(pyast.parse(text))
     except (SyntaxError, ValueError):
         funcs, classes = [], []
     defs = funcs + [m for _, ms in classes for m in ms]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..sandbox.base import Sandbox
 from ..validate import is_test_like
+from .. import pyast
 
 MAX_CODE_LINES = 150  # a commit changing more lines of code than this is a refactor, not a fix
 HALF_LIFE = 20  # commits: each 20 commits further back halve a commit's weight in the order
@@ -144,7 +145,7 @@ def _code(text: str) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # old code: invalid escape sequences and the like
-            tree = ast.parse(text)
+            tree = pyast.parse(text)
     except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):

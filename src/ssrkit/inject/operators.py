@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .source_text import Edit, SourceText, apply_edits, node_first_line
+from .. import pyast
 
 EXPRESSION = "expression"
 REMOVAL = "removal"
@@ -111,7 +112,7 @@ def mutations(st: SourceText, func: Function, family: str, operators: tuple[str,
         if new == st.text:
             continue
         try:
-            ast.parse(new)
+            pyast.parse(new)
         except SyntaxError:
             continue
         good.append(m)

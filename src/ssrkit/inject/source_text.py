@@ -14,6 +14,8 @@ import tokenize
 from dataclasses import dataclass
 from functools import cached_property
 
+from .. import pyast
+
 
 @dataclass(frozen=True)
 class Edit:
@@ -50,7 +52,7 @@ class SourceText:
     def __init__(self, text: str, path: str = "<string>"):
         self.text = text
         self.path = path
-        self.tree = ast.parse(text, filename=path)
+        self.tree = pyast.parse(text, filename=path)
         self.lines = text.splitlines(keepends=True)
         self._starts = [0]
         for line in self.lines:

@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 
 from .runner import TestLocation
 from .source_text import Edit, SourceText, apply_edits, node_first_line
+from .. import pyast
 
 
 class WeakenError(ValueError):
@@ -80,7 +81,7 @@ def relocate(loc: TestLocation, read: Callable[[str], str], files: Iterable[str]
     if not loc.classes or _depth > 4 or not loc.file.endswith(".py"):
         return loc
     try:
-        tree = ast.parse(read(loc.file))
+        tree = pyast.parse(read(loc.file))
     except (OSError, SyntaxError, ValueError):
         return loc
     first = loc.classes[0]
@@ -160,7 +161,7 @@ def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>")
     edits = [_delete_edit(st, t.node) for t in targets.values()]
     new = apply_edits(text, _merge_edits(edits))
     try:
-        ast.parse(new)
+        pyast.parse(new)
     except SyntaxError as e:
         raise WeakenError(f"removing the tests from {path} would break its syntax ({e.msg})") from None
     return new
