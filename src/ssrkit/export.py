@@ -234,6 +234,7 @@ def grader_script(data: dict[str, Any]) -> str:
         f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
         f"_WORD = re.compile({grading._WORD.pattern!r})",
         f"_FILLER = {grading._FILLER!r}",
+        "pyast = types.SimpleNamespace(parse=ast.parse)  # ssrkit.pyast: the grader parses in one thread",
     ])
     parts = "\n\n".join(inspect.getsource(obj) for obj in _GRADER_PARTS)
     payload = base64.b64encode(json.dumps(data, sort_keys=True).encode("utf-8")).decode("ascii")
