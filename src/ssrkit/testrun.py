@@ -142,6 +142,13 @@ def _write_parser(sandbox: Sandbox, parser: str) -> tuple[str, str, str]:
     return shlex.quote(sandbox.interpreter("python3")), path, err
 
 
+def _write_waiter(sandbox: Sandbox) -> str:
+    """`templates/parse_ahead.py` written to scratch, next to test_parser.py (its sys.path[0] is the parser's)."""
+    path = sandbox.scratch_path(_AHEAD)
+    sandbox.write_file(path, resources.files("ssrkit.templates").joinpath(_AHEAD).read_bytes())
+    return path
+
+
 def _second_parse(sandbox: Sandbox, python: str, path: str, log_file: str) -> str:
     """The determinism check's second parse as a shell command: its stdout (capped) and exit code to scratch
     files, read back by `last_reparse`."""
@@ -252,12 +259,10 @@ class _ParseAhead:
         sb = self.sandbox
         try:
             sb.reset(PRISTINE)
-            script, path, err = (sb.scratch_path(n) for n in (_AHEAD, TEST_PARSER, _ERR))
-            sb.write_file(script, resources.files("ssrkit.templates").joinpath(_AHEAD).read_bytes())
-            sb.write_file(path, parser)
+            script = _write_waiter(sb)
+            python, path, err = _write_parser(sb, parser)
             for left in (self.signal, self.status):  # scratch outlives a reset: no word of an earlier parse
                 sb.write_file(left, "")
-            python = shlex.quote(sb.interpreter("python3"))
             cmd = " ".join([python, *map(shlex.quote, (script, path, self.log, self.signal, self.status)),
                             f"{wait:.3f} 2>{shlex.quote(err)}"])
         except Exception:
@@ -340,8 +345,7 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
     the command itself), the kept log is parsed by a command of its own."""
     log_file, status = sandbox.scratch_path(_RUN_LOG), sandbox.scratch_path(_RUN_STATUS)
     sandbox.write_file(status, "")
-    ahead = sandbox.scratch_path(_AHEAD)
-    sandbox.write_file(ahead, resources.files("ssrkit.templates").joinpath(_AHEAD).read_bytes())
+    ahead = _write_waiter(sandbox)
     python, path, err = _write_parser(sandbox, parser)
     second = _second_parse(sandbox, python, path, log_file) if twice else ""
     cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
