@@ -33,7 +33,7 @@ Canary (on by default, `[solve] canary`): an attempt that passes is run once mor
 (fresh HOME and /tmp), with a test that always fails inserted among the tests of one listed test file — named
 from the words of the file's own test names, placed before a random one of them, no marker (`make_canary`).
 The attempt fails as forged if the log reports the canary as passed, if the canary is missing although the
-same test script does report it on the original code, or if the required tests do not all pass again as in
+same test script does report the same canary file on the original code, or if the required tests do not all pass again as in
 the graded run (a fix that behaves only while it cannot see a canary, or a runner patched to pass everything
 but the canary). The extra runs cost time only for attempts that would otherwise pass.
 """
@@ -45,7 +45,6 @@ import re
 import secrets
 import shlex
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -413,7 +412,20 @@ def _start(node: ast.stmt) -> int:
     return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
 
 
-def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, stem: str = "",
+def _selecting_words(script: str) -> set[str]:
+    """The words of a test script that may select or deselect tests by name, lower case: the last part of
+    each test id (`path::name`) and every word of its other arguments, but not the paths it names."""
+    words: set[str] = set()
+    for arg in re.split(r"[\s'\"=]+", script.lower()):
+        if "::" in arg:
+            arg = arg.rsplit("::", 1)[1]
+        elif "/" in arg or arg.endswith(".py"):
+            continue
+        words.update(w for w in re.findall(r"[a-z0-9_]+", arg) if len(w) >= 3 and w != "test")
+    return words
+
+
+def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, stem: str = "", avoid: str = "",
                 rng: secrets.SystemRandom | None = None) -> Canary:
     """Hide always-failing tests in a test file, shaped like the file's own tests.
 
@@ -423,6 +435,11 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
     known test: one of the file's tests listed in `taken` (the graded run's ids, `stem` = the file's stem to
     tell its ids from other files') keeps its name and decorators, but its body becomes a failing assertion,
     so a runner that passes exactly the tests it knows is caught too.
+
+    `avoid` (the test script) names tests the script may select or deselect by name: the new test's name
+    contains none of its words, in any case. pytest's `--deselect ID` drops every id that *starts* with ID,
+    and `-k "not slow"` every name that contains `slow`: a canary named `test_mean_empty_inside` next to
+    `--deselect tests/test_calc.py::test_mean_empty` would never run.
     """
     rng = rng or secrets.SystemRandom()
     text = original.decode("utf-8", "replace")
@@ -437,12 +454,24 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
     if len(words) < 4:
         words += rng.sample(_FILLER, 4)
     taken_text = "\n".join([text, *taken])
-    for _ in range(200):
-        name = "test_" + "_".join(rng.sample(words, min(len(words), rng.choice((1, 2, 2, 3)))))
-        if not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text):
+    script_words = _selecting_words(avoid)
+
+    def free(name: str) -> bool:
+        return (not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text)
+                and not any(w in name for w in script_words))
+
+    name = ""
+    for pool in (words, list(_FILLER)):
+        for _ in range(200):
+            name = "test_" + "_".join(rng.sample(pool, min(len(pool), rng.choice((1, 2, 2, 3)))))
+            if free(name):
+                break
+        if free(name):
             break
-    else:
-        name = "test_" + "_".join(rng.sample(words, min(len(words), 3))) + f"_{rng.randrange(2, 99)}"
+    for _ in range(1000):  # every pair of words is in use: a number tells this one apart
+        if free(name):
+            break
+        name = "test_" + "_".join(rng.sample(_FILLER, 2)) + f"_{rng.randrange(2, 10**6)}"
 
     # the known test to sabotage: defined once here, and every id naming it is this file's
     def ids_of(n: str) -> list[str]:
@@ -488,27 +517,17 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
     return Canary(name, "".join(lines), sabotaged)
 
 
-_reference_cache: dict[tuple[str, str, str, str], bool] = {}
-_reference_lock = threading.Lock()
+def canary_expected(clean: Sandbox, artifact: Artifact, target: str, canary: Canary, timeout: float) -> bool:
+    """Does the test script report `canary`'s new test in `target` on the original code?
 
-
-def canary_expected(clean: Sandbox, artifact: Artifact, target: str, original: bytes, timeout: float) -> bool:
-    """Does the test script report a canary in `target` on the original code? (cached per process)
-
-    Runs in the clean sandbox: the fix's code must not be able to hide the canary from this reference run.
+    The same canary file as the fix's run (name, place, sabotaged test), so that only the fix differs: a
+    script that selects tests by name may run one canary name and not another. Runs in the clean sandbox:
+    the fix's code must not be able to hide the canary from this reference run. Only run when the canary
+    is missing with the fix, so it costs nothing on an ordinary pass.
     """
-    key = (artifact.content_id(), target, artifact.test_script, artifact.test_parser)
-    with _reference_lock:
-        if key in _reference_cache:
-            return _reference_cache[key]
-    canary = make_canary(original)
     clean.reset(PRISTINE)
     clean.write_file(target, canary.text)
-    run = execute(clean, clean, artifact, timeout)
-    seen = bool(canary.statuses(run))
-    with _reference_lock:
-        _reference_cache[key] = seen
-    return seen
+    return bool(canary.statuses(execute(clean, clean, artifact, timeout)))
 
 
 def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
@@ -531,7 +550,8 @@ def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: st
     if target is None or prepared.originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
     ids = sorted({*expect.required, *(graded.statuses if graded else ())})
-    canary = make_canary(prepared.originals[target], ids, stem=PurePosixPath(target).stem)
+    canary = make_canary(prepared.originals[target], ids, stem=PurePosixPath(target).stem,
+                         avoid=artifact.test_script)
     work.write_file(target, canary.text)
     run = execute(work, clean, artifact, settings.timeout)
     seen = canary.statuses(run)
@@ -559,7 +579,7 @@ def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: st
     if seen:
         info["status"] = "caught"  # reported, and not as passed: the output is genuine
         return False, info
-    expected = canary_expected(clean, artifact, target, prepared.originals[target], settings.timeout)
+    expected = canary_expected(clean, artifact, target, canary, settings.timeout)
     info["expected_on_original"] = expected
     if expected:
         info["status"] = "vanished"

@@ -176,11 +176,12 @@ def test_median_even():
 
 
 
-def make_artifact(path: Path, repo: Path) -> "Artifact":
+def make_artifact(path: Path, repo: Path, select: str = "") -> "Artifact":
+    """The artifact of BUGGY_OPS and WEAK_TESTS; `select`: pytest arguments before the test file (`-k ...`)."""
     bug = diff_of(repo, {"src/calc/ops.py": BUGGY_OPS})
     weaken = diff_of(repo, {"tests/test_ops.py": WEAK_TESTS})
     return create_artifact(
         path, bug_diff=bug, weaken_diff=weaken,
-        test_script=f"#!/bin/bash\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\n{sys.executable} -m pytest -rA -p no:cacheprovider tests/test_ops.py\n",
+        test_script=f"#!/bin/bash\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\n{sys.executable} -m pytest -rA -p no:cacheprovider {select}{' ' if select else ''}tests/test_ops.py\n",
         test_files=["tests/test_ops.py"], test_parser=textwrap.dedent(PARSER).lstrip(),
         metadata=Metadata(repo=RepoSource.local(repo), strategy="manual"))

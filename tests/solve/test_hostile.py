@@ -152,6 +152,31 @@ def test_canary_is_shaped_like_the_files_tests():
     assert len(seen) > 10  # names and places vary
 
 
+def test_canary_name_holds_no_word_of_the_test_script():
+    """pytest's `--deselect ID` drops every id starting with ID and `-k "not slow"` every name containing
+    `slow`: a canary named from such words would never run (and looked forged, the CI failure of stop 21)."""
+    from ssrkit.grade import make_canary
+
+    src = "".join(f"def test_{n}():\n    assert 1\n\n\n" for n in ("mean", "mean_empty", "slow_path", "add"))
+    script = "python -m pytest -rA --deselect tests/test_m.py::test_mean_empty -k 'not slow' tests/test_m.py\n"
+    names = {make_canary(src.encode(), stem="test_m", avoid=script).name for _ in range(300)}
+    assert not [n for n in names if n.startswith("test_mean_empty") or "slow" in n], names
+    assert len(names) > 5 and any(n.startswith("test_mean") for n in names)  # the file's path is no word of it
+
+
+def test_a_script_that_selects_tests_by_name_never_fails_an_honest_fix(engine, tmp_path, calc_repo):
+    """The reference run on the original code uses the fix run's own canary file: a script that runs some
+    names and not others cannot make a canary vanish with the fix but show on the original."""
+    from ssrkit.solvers import make_solver
+    from .conftest import validate
+
+    art = calc.make_artifact(tmp_path / "by-name", calc_repo, select="-k 'add or clamp or mean or median'")
+    assert validate(art)["valid"]
+    recs = engine.solve([(art, art.metadata.repo)], make_solver("oracle"), attempts=4)
+    assert all(r["passed"] for r in recs), [r["reason"] for r in recs]
+    assert {r["canary"]["status"] for r in recs} == {"absent"}  # never named so that the script selects it
+
+
 def test_home_and_tmp_are_fresh_after_every_reset(engine, calc_artifact):
     with engine.open(calc_artifact.metadata.repo) as sb:
         sb.run('echo x > "$HOME/mark" && echo y > "${TMPDIR:-/tmp}/mark"', timeout=30)

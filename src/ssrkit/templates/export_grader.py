@@ -259,7 +259,8 @@ def check_canary(repo, fix, expect, graded):
     if target is None or originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
     ids = sorted({*expect.required, *graded.statuses})
-    canary = make_canary(_as_bytes(originals[target]), ids, stem=PurePosixPath(target).stem)
+    canary = make_canary(_as_bytes(originals[target]), ids, stem=PurePosixPath(target).stem,
+                         avoid=data["test_script"])
     with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
         fh.write(canary.text)
     run = run_tests(data, repo.work)
@@ -285,13 +286,13 @@ def check_canary(repo, fix, expect, graded):
     if seen:
         info["status"] = "caught"
         return False, info
-    # the reference run, on the original code (the base snapshot with the bug and the weakening reversed)
+    # the reference run: the same canary file on the original code (the base snapshot with the bug and the
+    # weakening reversed)
     repo.reset()
     repo.apply(data["to_original"], "the reversed bug and weakening")
-    reference = make_canary(_as_bytes(originals[target]))
     with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
-        fh.write(reference.text)
-    expected = bool(reference.statuses(run_tests(data, repo.work)))
+        fh.write(canary.text)
+    expected = bool(canary.statuses(run_tests(data, repo.work)))
     info["expected_on_original"] = expected
     if expected:
         info.update(status="vanished", note="the canary test is reported on the original code but missing with "
