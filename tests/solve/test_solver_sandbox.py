@@ -59,9 +59,10 @@ def test_solver_sees_only_the_buggy_state(engine, outside_tmp_artifact, calc_rep
     [rec] = engine.solve([(art, art.metadata.repo)], spy, attempts=1)
     seen = spy.seen
     assert seen["log"] == "1" and seen["status"] == "0"
-    assert seen["ops"] == calc.BUGGY_OPS.strip() and seen["orig"] == seen["ops"]
+    assert seen["ops"] == calc.BUGGY_OPS.strip()
     assert "def test_clamp_high" not in seen["tests"]
     if isolation_available() is None:  # bubblewrap: the artifact is hidden, the original code nowhere
+        assert seen["orig"] == seen["ops"]  # the workspace is mounted at the original path
         assert "+++" not in seen["artifact"]
         assert seen["artifact"].endswith("0") or "No such file" in seen["artifact"]
         assert seen["mountinfo"] == "0"  # the hidden artifact leaves no trace in the mount table

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 import socket
 import subprocess
 import textwrap
@@ -127,8 +126,10 @@ def _accept_quietly(srv: socket.socket) -> None:
 
 
 def test_network_is_unreachable(tmp_path, calc_repo):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed: the local backend cannot block the network here")
+    from ssrkit.sandbox.local import isolation_available
+
+    if isolation_available():
+        pytest.skip(f"bubblewrap unusable ({isolation_available()}): the local backend cannot block the network")
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)

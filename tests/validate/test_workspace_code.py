@@ -4,7 +4,6 @@ from the original path, and a generated, git-ignored module the tests need."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -50,8 +49,10 @@ def make_venv(tmp: Path, repo: Path) -> Path:
 
 @pytest.mark.parametrize("isolation", ["bwrap", "none"])
 def test_editable_install_and_generated_files(tmp_path, monkeypatch, isolation):
-    if isolation == "bwrap" and shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+    from ssrkit.sandbox.local import isolation_available
+
+    if isolation == "bwrap" and isolation_available():
+        pytest.skip(f"bubblewrap unusable: {isolation_available()}")
     monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", isolation)
     repo = make_repo(tmp_path)
     venv = make_venv(tmp_path, repo)
