@@ -457,8 +457,8 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
     script_words = _selecting_words(avoid)
 
     def free(name: str) -> bool:
-        return (not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text)
-                and not any(w in name for w in script_words))
+        return (not any(w in name for w in script_words)
+                and not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text))
 
     name = ""
     for pool in (words, list(_FILLER)):
