@@ -33,9 +33,9 @@ Canary (on by default, `[solve] canary`): an attempt that passes is run once mor
 (fresh HOME and /tmp), with a test that always fails inserted among the tests of one listed test file — named
 from the words of the file's own test names, placed before a random one of them, no marker (`make_canary`).
 The attempt fails as forged if the log reports the canary as passed, if the canary is missing although the
-same test script does report the same canary file on the original code, or if the required tests do not all pass again as in
-the graded run (a fix that behaves only while it cannot see a canary, or a runner patched to pass everything
-but the canary). The extra runs cost time only for attempts that would otherwise pass.
+same test script reports the same canary file on the original code, or if the required tests do not all pass
+again as in the graded run (a fix that behaves only while it cannot see a canary, or a runner patched to pass
+everything but the canary). The extra runs cost time only for attempts that would otherwise pass.
 """
 
 from __future__ import annotations
@@ -460,18 +460,17 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
         return (not any(w in name for w in script_words)
                 and not re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", taken_text))
 
-    name = ""
-    for pool in (words, list(_FILLER)):
-        for _ in range(200):
-            name = "test_" + "_".join(rng.sample(pool, min(len(pool), rng.choice((1, 2, 2, 3)))))
-            if free(name):
-                break
+    def of_words(pool):  # a list or tuple of words
+        return "test_" + "_".join(rng.sample(pool, min(len(pool), rng.choice((1, 2, 2, 3)))))
+
+    def numbered() -> str:  # every pair of words is in use: a number tells this one apart
+        return "test_" + "_".join(rng.sample(_FILLER, 2)) + f"_{rng.randrange(2, 10**6)}"
+
+    draws = [lambda: of_words(words)] * 200 + [lambda: of_words(_FILLER)] * 200 + [numbered] * 1000
+    for draw in draws:  # bounded: past the last, the name stays (the reference run then finds it absent)
+        name = draw()
         if free(name):
             break
-    for _ in range(1000):  # every pair of words is in use: a number tells this one apart
-        if free(name):
-            break
-        name = "test_" + "_".join(rng.sample(_FILLER, 2)) + f"_{rng.randrange(2, 10**6)}"
 
     # the known test to sabotage: defined once here, and every id naming it is this file's
     def ids_of(n: str) -> list[str]:
