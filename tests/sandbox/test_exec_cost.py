@@ -273,59 +273,87 @@ def test_apply_patches_is_one_command_and_names_the_failing_diff(opener, shared_
     assert "a + b" in sb.read_file("src/pkg/core.py").decode().split("def sub")[1]
 
 
-# -- the prejoined process (sandbox/_prejoin.py): a command starts inside the cgroups already ------------
+# -- the prestarted sandbox (sandbox/_prestart.py): a command starts in a sandbox started ahead -----------
 
-def prejoined_sandbox(opener, repo):
+def prestarted_sandbox(opener, repo):
     sb = opener(repo)
-    if getattr(sb, "_waiter", None) is None:
-        pytest.skip("no prejoined process here (it needs bubblewrap and a writable cgroup)")
+    if not getattr(sb, "_ahead", None) or not sb._ahead.launched:
+        pytest.skip("no prestarted sandbox here (it needs bubblewrap and a writable cgroup)")
     return sb
 
 
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
-def test_a_prejoined_command_gets_what_a_plain_one_gets(opener, shared_repo):
-    sb = prejoined_sandbox(opener, shared_repo)
-    probe = "env | sort; pwd; ulimit -a; cat /proc/self/cgroup | sort; ls /proc | grep -c '^[0-9]'"
-    via_waiter = sb.run(probe, timeout=30, env={"EXTRA": "it's \"quoted\"\nand two lines"}, stdin=b"in\n")
-    sb._waiter.discard()
-    sb._waiter = None  # the next command takes the ordinary path
-    plain = sb.run(probe, timeout=30, env={"EXTRA": "it's \"quoted\"\nand two lines"}, stdin=b"in\n")
+def test_a_prestarted_command_gets_what_a_plain_one_gets(opener, shared_repo):
+    sb = prestarted_sandbox(opener, shared_repo)
+    probe = ("env | sort; pwd; ulimit -a; cat /proc/self/cgroup | sort; ls /proc | grep -c '^[0-9]'; "
+             "echo fds $(ls /proc/self/fd); cat")
+    extra = {"EXTRA": "it's \"quoted\"\nand two lines"}
+    assert sb._ahead.launched[0].view is not None  # launched: the next command runs in it
+    via_waiter = sb.run(probe, timeout=30, env=extra, stdin=b"in\n")
+    sb._ahead.close()
+    sb._ahead._new = lambda: None  # the next command takes the ordinary path
+    plain = sb.run(probe, timeout=30, env=extra, stdin=b"in\n")
+    sb._ahead._new = sb._new_joined
     assert via_waiter.ok and plain.ok, (via_waiter.output, plain.output)
-    strip = lambda out: "\n".join(ln for ln in out.splitlines() if not ln.startswith(("HOME=", "_=")))  # noqa: E731
+    strip = lambda out: "\n".join(ln for ln in out.splitlines()  # noqa: E731
+                                  if not ln.startswith(("HOME=", "_=")))
     assert strip(via_waiter.output) == strip(plain.output)
-    assert sb._waiter is not None
+    assert via_waiter.output.endswith("in\n") and "fds 0 1 2 3\n" in via_waiter.output  # (3: ls's own)
     value = "it's \"quoted\"\nand $two lines"
     assert sb.run('printf %s "$EXTRA"', timeout=30, env={"EXTRA": value}).output == value
     assert sb.run("cat", timeout=30, stdin=b"piped in\n").output == "piped in\n"
+    assert sb.run("cat", timeout=30).output == ""
+    assert sb.run("pwd", timeout=30, cwd="src").output == f"{sb.root}/src\n"
+    missing = sb.run("pwd", timeout=30, cwd="no/such/dir")
+    assert missing.exit_code == 1 and "no/such/dir does not exist" in missing.output
 
 
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
-def test_the_waiting_process_is_out_of_the_commands_reach(opener, shared_repo):
-    """A command cannot see the waiting process; what it leaves behind dies, the waiting process does not,
-    and the next command runs in it with nothing of the last."""
-    sb = prejoined_sandbox(opener, shared_repo)
+def test_the_waiting_sandbox_is_out_of_the_commands_reach(opener, shared_repo):
+    """A command cannot see the sandbox waiting for the next one; what it leaves behind dies, the waiting
+    sandbox does not, and the next command runs in it with nothing of the last."""
+    sb = prestarted_sandbox(opener, shared_repo)
+    assert sb.run("true", timeout=30).ok  # two commands in a row: the third's sandbox starts during the second
     cmdlines = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
     res = sb.run(f"setsid sh -c 'sleep 300' >/dev/null 2>&1 & kill -9 -1; {cmdlines}", timeout=30)
-    assert res.output.strip() and "read -r go" not in res.output
-    waiter = sb._waiter
-    assert waiter is not None and waiter.proc.poll() is None
-    # the next command's process joins while this one runs: on a loaded machine it may say so only now
+    assert res.output.strip() and "ssrkit-prestart" not in res.output
+    assert res.output.count("read -r go") <= 1  # its own sandbox's init, nothing else's
+    waiter = sb._ahead.launched[0] if sb._ahead.launched else None
+    assert waiter is not None and waiter.proc.poll() is None and waiter.view is not None
+    # it started while the command ran: on a loaded machine it may say it is ready only now
     poller = select.poll()
     poller.register(waiter.r, select.POLLIN)
-    assert poller.poll(10_000), "the waiting process never said it joined the cgroups"
-    assert sb.cgroup.pids() == [waiter.pid]  # the sleeper is gone, the waiting process is all that is left
+    assert poller.poll(10_000), "the waiting sandbox never said it is ready"
+    left = sb.cgroup.pids()
+    assert waiter.pid in left and set(left) == sb._ahead.spared(left, None)  # the sleeper is gone, the waiting are all
     after = sb.run(cmdlines, timeout=30)
-    assert after.ok and "sleep 300" not in after.output and "read -r go" not in after.output
+    assert after.ok and "sleep 300" not in after.output and "ssrkit-prestart" not in after.output
 
 
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
-def test_a_dead_waiting_process_falls_back_to_a_plain_start(opener, shared_repo):
-    sb = prejoined_sandbox(opener, shared_repo)
-    os.kill(sb._waiter.pid, 9)
-    sb._waiter.proc.wait()
+def test_a_reset_starts_a_new_waiting_sandbox_that_sees_the_reset(opener, shared_repo):
+    sb = prestarted_sandbox(opener, shared_repo)
+    sb.snapshot("clean")
+    assert sb.run("echo gone > new_file; echo x > $HOME/h; echo y > /tmp/t", timeout=30).ok
+    assert sb.run("true", timeout=30).ok and sb._ahead.launched  # in a row: the next ones wait
+    old = list(sb._ahead.launched)
+    sb.reset("clean")
+    assert all(w.proc.wait(timeout=5) == -9 for w in old)
+    assert len(sb._ahead.launched) == 1 and sb._ahead.launched[0] not in old
+    res = sb.run("ls new_file $HOME/h /tmp/t 2>&1; echo hi > /tmp/t; cat /tmp/t", timeout=30)
+    assert res.output.count("No such file") == 3 and res.output.endswith("hi\n"), res.output
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_a_dead_waiting_sandbox_falls_back_to_a_plain_start(opener, shared_repo):
+    sb = prestarted_sandbox(opener, shared_repo)
+    os.kill(sb._ahead.launched[0].pid, 9)
+    sb._ahead.launched[0].proc.wait()
     res = sb.run("echo still works", timeout=30)
     assert res.ok and res.output == "still works\n"
-    assert sb._waiter is not None and sb._waiter.proc.poll() is None  # a new one waits for the next command
+    sb._ahead._making.join()
+    assert sb._ahead.joined and all(w.proc.poll() is None for w in sb._ahead.joined)  # they wait, behind
+    assert sb.run("echo and again", timeout=30).output == "and again\n"
     d = sb.dir
     sb.close()
     assert not os.path.exists(d)

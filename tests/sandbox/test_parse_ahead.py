@@ -257,13 +257,12 @@ def test_a_parser_that_dies_while_waiting_falls_back_to_a_command_of_its_own(ope
     work, clean = opener(shared_repo), opener(shared_repo)
     if clean.cgroup is None:
         pytest.skip("the waiting parser is found through the sandbox's cgroup")
-    spare = {clean._waiter.pid} if clean._waiter is not None else set()
 
     def kill_the_waiting_parser():
         time.sleep(0.8)
-        for pid in clean.cgroup.pids():
-            if pid not in spare and (clean._waiter is None or pid != clean._waiter.pid):
-                os.kill(pid, signal.SIGKILL)
+        pids, running = clean.cgroup.pids(), clean._proc.pid if clean._proc is not None else None
+        for pid in set(pids) - clean._ahead.spared(pids, running):  # not the sandbox's waiting processes
+            os.kill(pid, signal.SIGKILL)
 
     killer = threading.Thread(target=kill_the_waiting_parser)
     killer.start()

@@ -18,6 +18,7 @@ import os
 import re
 import signal
 import time
+from typing import Callable
 
 from ._cleanup import stale_names
 
@@ -185,14 +186,17 @@ class SandboxCgroup:
                 pass
         return sorted(out)
 
-    def kill_all(self, timeout: float = 5.0, spare: int | None = None) -> bool:
-        """SIGKILL every process in the cgroups (but `spare`: the sandbox's own `Prejoined` process, waiting
-        for the next command) until they are empty; True when they are."""
+    def kill_all(self, timeout: float = 5.0, spare: Callable[[list[int]], set[int]] | None = None) -> bool:
+        """SIGKILL every process in the cgroups (but those `spare` picks from their pids: the sandbox's own
+        `Prestarted` sandbox, waiting for the next command) until they are empty; True when they are."""
         deadline = time.monotonic() + timeout
         kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths] if spare is None else []
         delay = 0.0002  # usually only a namespace's init is still tearing down its mounts: short waits first
         while True:
-            pids = [p for p in self.pids() if p != spare]
+            pids = self.pids()
+            if spare is not None and pids:
+                kept = spare(pids)
+                pids = [p for p in pids if p not in kept]
             if not pids:
                 return True
             for kill_file in kill_files:

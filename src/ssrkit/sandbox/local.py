@@ -45,9 +45,10 @@ Limits
     inside the user namespace so it counts only the sandbox's processes), file size, CPU seconds, no core
     dumps. Where the machine allows, each sandbox also gets cgroups (`_cgroup.py`): pids (uid 0 is exempt
     from RLIMIT_NPROC) and memory — `memory_mb` for the whole process tree, RAM-backed files it writes to
-    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Under bubblewrap a
-    command starts in a process that joined the cgroups while the previous command ran (`_prejoin.py`: a
-    join waits for an RCU grace period, longer than bubblewrap's own start). Output is read
+    HOME, /tmp and the workspace included; the cgroups also list every survivor to kill. Under bubblewrap
+    with cgroups a command starts in a sandbox that was started while the previous command ran
+    (`_prestart.py`: a cgroup join waits for an RCU grace period, bubblewrap's start costs 8-10 ms, and
+    both are paid ahead; a reset discards it, as it shows the workspace before the reset). Output is read
     from one pipe while the command runs, bounded by `OutputCapture` (head + tail). `isolation` reports
     what is in force.
 """
@@ -79,7 +80,7 @@ from . import _cgroup, _cleanup
 from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
-from ._prejoin import Prejoined
+from ._prestart import Ahead, Prestarted
 from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
@@ -541,7 +542,9 @@ class LocalSandbox(Sandbox):
         self._clean_tree = None
         self._views: dict[tuple, list[str]] = {}
         self.cgroup: _cgroup.SandboxCgroup | None = None
-        self._waiter: Prejoined | None = None
+        #: the sandboxes waiting for the next commands, and the process in the cgroups behind them
+        self._ahead = Ahead(self._new_joined, lambda: (self._bwrap, self._view_flags(self._env(None)), self.root))
+        self._runs_since_reset = 0
 
         sess = _session()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
@@ -572,7 +575,9 @@ class LocalSandbox(Sandbox):
             if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
-            self._prejoin()
+            self._prestart()
+            if self.cgroup is not None:
+                self._ahead.refill()
             if self.isolated:  # after the repository's copy, not competing with it for the cores
                 self._etc = sess.etc
                 sess.etc.start()
@@ -753,10 +758,16 @@ class LocalSandbox(Sandbox):
             if tree is None:
                 known = ", ".join(sorted(self._snapshots)) or "none"
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
+            changed = self._clean_tree is not tree or self._ran
             if self._clean_tree is not tree:
                 self.ws.reset(tree)
             self._clean_tree = tree
             self._fresh_private_dirs()
+            if changed:  # a waiting sandbox shows the old workspace mount and the old HOME and /tmp
+                self._ahead.drop_launched()
+                self._prestart()
+                self._ahead.refill()
+            self._runs_since_reset = 0
             self._gc()
 
     def _fresh_private_dirs(self) -> None:
@@ -804,35 +815,35 @@ class LocalSandbox(Sandbox):
             return self.root
         return os.path.normpath(cwd if os.path.isabs(cwd) else os.path.join(self.root, cwd))
 
-    def _argv(self, command: str, cwd: str, env: Mapping[str, str], *, join: bool = True) -> list[str]:
-        """The command's argv: the limits shell, in bubblewrap (or unshare); first joining the sandbox's
-        cgroups when `join`. With `join=False` (a `Prejoined` process has joined them already, and sets the
-        rlimits before it becomes bubblewrap: they are inherited) bubblewrap runs bash itself."""
-        if join:
-            shell, limits = _limits_script(self.limits, init=self._bwrap is None and bool(self._unshare))
-            inner = [shell, "-c", limits, "ssrkit-sandbox", command]
-        else:
-            inner = [_BASH, "-c", command]
+    def _argv(self, command: str, cwd: str, env: Mapping[str, str]) -> list[str]:
+        """The command's argv started the ordinary way: the limits shell, in bubblewrap (or unshare), first
+        joining the sandbox's cgroups."""
+        shell, limits = _limits_script(self.limits, init=self._bwrap is None and bool(self._unshare))
+        inner = [shell, "-c", limits, "ssrkit-sandbox", command]
         if self._bwrap is None:
             argv = [*self._unshare, *inner]
         else:
             argv = [*self._bwrap, *self._view_flags(env), "--chdir", cwd, "--", *inner]
-        procs = self.cgroup.procs_files if self.cgroup is not None and join else []
+        procs = self.cgroup.procs_files if self.cgroup is not None else []
         if procs:  # join every cgroup of the sandbox, then become the command
             joins = " && ".join(f'echo $$ > "${i}"' for i in range(len(procs)))
             shift = f" && shift {len(procs) - 1}" if len(procs) > 1 else ""
             argv = ["/bin/sh", "-c", f'{joins}{shift} && exec "$@"', *procs, *argv]
         return argv
 
-    def _prejoin(self) -> None:
-        """Start the process that will run the next command, inside the cgroups already (`_prejoin.py`):
-        under bubblewrap with cgroups only, where the commands cannot see it."""
-        if self.isolated and self.cgroup is not None and self._waiter is None and not self._closed:
-            try:
-                self._waiter = Prejoined(self.cgroup.procs_files, os.path.join(self.dir, "io"),
-                                         *_rlimits(self.limits))
-            except OSError:
-                self._waiter = None
+    def _prestart(self, depth: int = 1, wait: bool = True) -> None:
+        """Have `depth` sandboxes waiting for the next commands (`_prestart.py`), with the view of the default
+        environment, from processes that joined the cgroups ahead: under bubblewrap with cgroups only, where
+        the commands cannot see them. `wait`: one may be made now (the next command is about to start)."""
+        if self.isolated and self.cgroup is not None and not self._closed:
+            self._ahead.fill(depth, wait)
+
+    def _new_joined(self) -> Prestarted | None:
+        shell, prelude = _rlimits(self.limits)
+        try:
+            return Prestarted(self.cgroup.procs_files, os.path.join(self.dir, "io"), _BASH, shell, prelude)
+        except (OSError, AttributeError):  # AttributeError: the sandbox closed meanwhile (no cgroup)
+            return None
 
     def _view_flags(self, env: Mapping[str, str]) -> list[str]:
         """The bubblewrap mount plan: an allow-list view of the machine (see SYSTEM_ROOTS), a private /tmp,
@@ -919,18 +930,21 @@ class LocalSandbox(Sandbox):
             host_cwd = in_cwd
             if not os.path.isdir(host_cwd):
                 return ExecResult(1, f"ssrkit: working directory {cwd} does not exist\n", 0.0)
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        cap = OutputCapture(self.limits.output_bytes)
+        if not self._ahead.launched:
+            self._prestart()  # the sandbox is started now, by a process that joined ahead
+        waiter = self._ahead.take()
+        if waiter is not None and (waiter.view != self._view_flags(full_env)
+                                   or not waiter.start(command, full_env, in_cwd, data)):
+            waiter.discard()
+            waiter = None
         stdin_path = None
-        if stdin is not None:
+        if waiter is None and data is not None:
             self._stdin_n += 1
             stdin_path = os.path.join(self.dir, "io", f"stdin-{self._stdin_n}")
             with open(stdin_path, "wb") as fh:
-                fh.write(stdin.encode("utf-8") if isinstance(stdin, str) else stdin)
-        cap = OutputCapture(self.limits.output_bytes)
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None and not waiter.start(self._argv(command, in_cwd, full_env, join=False), full_env,
-                                                   host_cwd, stdin_path):
-            waiter.discard()
-            waiter = None
+                fh.write(data)
         proc: subprocess.Popen | None = None
         pidfd = None
         timed_out = False
@@ -942,7 +956,9 @@ class LocalSandbox(Sandbox):
             else:
                 r, start, proc = self._spawn(self._argv(command, in_cwd, full_env), full_env, host_cwd, stdin_path)
             self._proc = proc
-            self._prejoin()  # the next command's process joins the cgroups while this one runs
+            if self._runs_since_reset:  # commands in a row: the next two's sandboxes start while this runs;
+                self._prestart(2, wait=False)  # after a reset's first command a reset usually comes next
+            self._runs_since_reset += 1
             pidfd = _pidfd(proc.pid)
             timed_out = self._pump(r, proc, pidfd, start + max(float(timeout), 0.0), cap)
             self._kill_tree(proc)
@@ -967,6 +983,8 @@ class LocalSandbox(Sandbox):
                 except OSError:
                     pass
             self._proc = None
+            if self.isolated and self.cgroup is not None:
+                self._ahead.refill()  # while the caller reads the result
         seconds = time.monotonic() - start
         data, truncated = cap.result()
         rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
@@ -1075,7 +1093,8 @@ class LocalSandbox(Sandbox):
             except subprocess.TimeoutExpired:
                 pass
         if self.cgroup is not None:
-            self.cgroup.kill_all(spare=self._waiter.pid if self._waiter is not None else None)
+            running = proc.pid  # the waiting processes (other children of this process) are spared
+            self.cgroup.kill_all(spare=(lambda pids: Ahead.spared(pids, running)) if self.isolated else None)
         elif self._bwrap is None:
             _scan_kill(proc.pid, f"SSRKIT_SANDBOX_TOKEN={self._token}".encode())
 
@@ -1093,9 +1112,7 @@ class LocalSandbox(Sandbox):
         if proc is not None and proc.returncode is None:
             self._kill_tree(proc)
         with self._lock:  # waits for a running command to notice its death
-            if self._waiter is not None:
-                self._waiter.discard()
-                self._waiter = None
+            self._ahead.close()
             if self.cgroup is not None:
                 self.cgroup.remove()
                 self.cgroup = None
