@@ -9,6 +9,7 @@ import difflib
 import os
 import select
 import sys
+import time
 
 import pytest
 
@@ -345,13 +346,37 @@ def test_a_reset_starts_a_new_waiting_sandbox_that_sees_the_reset(opener, shared
 
 
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_waiting_sandboxes_outlive_the_thread_that_used_the_sandbox(opener, shared_repo):
+    """bubblewrap's --die-with-parent fires when the thread that forked it ends: the waiting processes are
+    started by a thread that lives as long as the process, so a sandbox used from short-lived threads (as
+    --jobs workers use them) finds them alive."""
+    import threading
+
+    sb = prestarted_sandbox(opener, shared_repo)
+    for _ in range(3):
+        def use_and_end():  # a worker's last steps: a command, and a reset with nothing in the reserve
+            sb.run("true", timeout=30)
+            sb._ahead.close()
+            sb.reset()
+            select.select([sb._ahead.launched[0].r], [], [], 10)  # it is bubblewrap now
+        t = threading.Thread(target=use_and_end)
+        t.start()
+        t.join()
+        time.sleep(0.2)
+        waiting = sb._ahead.launched[0]
+        assert waiting.proc.poll() is None, "the waiting sandbox died with the thread that made it"
+        res = sb.run("echo alive", timeout=30)
+        assert res.ok and res.output == "alive\n", res
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
 def test_a_dead_waiting_sandbox_falls_back_to_a_plain_start(opener, shared_repo):
     sb = prestarted_sandbox(opener, shared_repo)
     os.kill(sb._ahead.launched[0].pid, 9)
     sb._ahead.launched[0].proc.wait()
     res = sb.run("echo still works", timeout=30)
     assert res.ok and res.output == "still works\n"
-    sb._ahead._making.join()
+    sb._ahead._making.result()
     assert sb._ahead.joined and all(w.proc.poll() is None for w in sb._ahead.joined)  # they wait, behind
     assert sb.run("echo and again", timeout=30).output == "and again\n"
     d = sb.dir

@@ -30,9 +30,15 @@ import signal
 import subprocess
 import threading
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Mapping, Sequence
 
 _F_SETPIPE_SZ = 1031
+#: the one thread that starts every waiting process. bubblewrap's `--die-with-parent` is a parent-death
+#: signal, and that fires when the *thread* that forked the process ends: a waiting sandbox started from a
+#: short-lived thread (a `--jobs` worker, a refill) would be SIGKILLed whenever that thread went away. This
+#: thread lives until the interpreter's exit, which waits for what it is doing.
+_STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssrkit-prestart")
 READY = b"R"
 #: the shell inside the sandbox: ready, wait for go, become the command's script (fd 3, reopened)
 _INSIDE = f"printf {READY.decode()} && read -r go && . /proc/self/fd/3"
@@ -183,8 +189,8 @@ def _is_name(key: str) -> bool:
 class Ahead:
     """A sandbox's waiting processes: `launched` sandboxes (oldest first), and behind them a reserve of
     `Prestarted` processes that joined the cgroups long ago (a join waits for an RCU grace period, longer than
-    bubblewrap's start). The reserve is refilled, and killed processes reaped, in a thread after a command
-    ended: a start costs the host 1-2 ms that would otherwise come between a command and its output."""
+    bubblewrap's start). The reserve is refilled, and killed processes reaped, on the starter thread after a
+    command ended: a start costs the host 1-2 ms that would otherwise come between a command and its output."""
 
     def __init__(self, new: Callable[[], Prestarted | None],
                  launch_args: Callable[[], tuple[Sequence[str], list[str], str]], reserve: int = 2) -> None:
@@ -195,7 +201,7 @@ class Ahead:
         self.joined: list[Prestarted] = []
         self._dying: list[Prestarted] = []
         self._lock = threading.Lock()
-        self._making: threading.Thread | None = None
+        self._making: Future | None = None
 
     def fill(self, depth: int = 1, wait: bool = True) -> None:
         """Have `depth` sandboxes launched, from the reserve; with `wait`, a process made now when the reserve
@@ -204,7 +210,7 @@ class Ahead:
             with self._lock:
                 w = self.joined.pop(0) if self.joined else None
             if w is None and wait and not self.launched:
-                w = self._new()
+                w = _STARTER.submit(self._new).result()
             if w is None:
                 return
             if not w.launch(*self._launch_args()):
@@ -228,11 +234,10 @@ class Ahead:
             self._dying += gone
 
     def refill(self) -> None:
-        """In a thread: reap the killed, and make the reserve whole."""
-        if self._making is not None and self._making.is_alive():
+        """On the starter thread: reap the killed, and make the reserve whole."""
+        if self._making is not None and not self._making.done():
             return
-        self._making = threading.Thread(target=self._refill, daemon=True)
-        self._making.start()
+        self._making = _STARTER.submit(self._refill)
 
     def _refill(self) -> None:
         with self._lock:
@@ -249,7 +254,7 @@ class Ahead:
     def close(self) -> None:
         """Kill and reap every waiting process."""
         if self._making is not None:
-            self._making.join()
+            self._making.exception()  # waits; what went wrong in a refill only left the reserve short
         with self._lock:
             gone = self.launched + self.joined + self._dying
             self.launched, self.joined, self._dying = [], [], []
