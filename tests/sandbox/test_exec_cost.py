@@ -370,6 +370,22 @@ def test_waiting_sandboxes_outlive_the_thread_that_used_the_sandbox(opener, shar
 
 
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
+def test_a_fork_bomb_while_the_next_sandboxes_start_leaves_the_next_command_whole(opener, shared_repo):
+    """The waiting sandboxes share the cgroups' pid and memory budget with the command that runs while they
+    start: one that exhausts it may break them, never the next command (it starts the ordinary way)."""
+    sb = prestarted_sandbox(opener, shared_repo)
+    count = "ls /proc | grep -c '^[0-9]'"
+    alone = int(sb.run(count, timeout=30).output)  # in a row from here: the next sandboxes start in the bomb
+    bomb = sb.run("b() { b | b & }; b; sleep 3", timeout=3)
+    assert not bomb.ok
+    for word in ("after", "and again"):
+        res = sb.run(f"echo {word}; {count}", timeout=30)
+        assert res.ok and res.output.split("\n")[0] == word, res
+        assert int(res.output.split("\n")[1]) == alone  # nothing of the bomb is left
+    assert set(sb.cgroup.pids()) == sb._ahead.spared(sb.cgroup.pids(), None)
+
+
+@pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
 def test_a_dead_waiting_sandbox_falls_back_to_a_plain_start(opener, shared_repo):
     sb = prestarted_sandbox(opener, shared_repo)
     os.kill(sb._ahead.launched[0].pid, 9)

@@ -202,6 +202,7 @@ class Ahead:
         self._dying: list[Prestarted] = []
         self._lock = threading.Lock()
         self._making: Future | None = None
+        self._closed = False
 
     def fill(self, depth: int = 1, wait: bool = True) -> None:
         """Have `depth` sandboxes launched, from the reserve; with `wait`, a process made now when the reserve
@@ -235,7 +236,7 @@ class Ahead:
 
     def refill(self) -> None:
         """On the starter thread: reap the killed, and make the reserve whole."""
-        if self._making is not None and not self._making.done():
+        if self._closed or (self._making is not None and not self._making.done()):
             return
         self._making = _STARTER.submit(self._refill)
 
@@ -252,7 +253,8 @@ class Ahead:
                 self.joined.append(w)
 
     def close(self) -> None:
-        """Kill and reap every waiting process."""
+        """Kill and reap every waiting process; no refill after (the sandbox is closing)."""
+        self._closed = True
         if self._making is not None:
             self._making.exception()  # waits; what went wrong in a refill only left the reserve short
         with self._lock:

@@ -575,9 +575,7 @@ class LocalSandbox(Sandbox):
             if (self.cgroup is None or "pids" not in self.cgroup.controllers) and os.geteuid() == 0:
                 _warn_once("nocgroup", "ssrkit: running as root and no pids cgroup can be created: "
                            "local sandboxes cannot contain a fork bomb (RLIMIT_NPROC does not apply to root)")
-            self._prestart()
-            if self.cgroup is not None:
-                self._ahead.refill()
+            self._prestart(refill=True)
             if self.isolated:  # after the repository's copy, not competing with it for the cores
                 self._etc = sess.etc
                 sess.etc.start()
@@ -765,8 +763,7 @@ class LocalSandbox(Sandbox):
             self._fresh_private_dirs()
             if changed:  # a waiting sandbox shows the old workspace mount and the old HOME and /tmp
                 self._ahead.drop_launched()
-                self._prestart()
-                self._ahead.refill()
+                self._prestart(refill=True)
             self._runs_since_reset = 0
             self._gc()
 
@@ -831,18 +828,21 @@ class LocalSandbox(Sandbox):
             argv = ["/bin/sh", "-c", f'{joins}{shift} && exec "$@"', *procs, *argv]
         return argv
 
-    def _prestart(self, depth: int = 1, wait: bool = True) -> None:
+    def _prestart(self, depth: int = 1, wait: bool = True, refill: bool = False) -> None:
         """Have `depth` sandboxes waiting for the next commands (`_prestart.py`), with the view of the default
         environment, from processes that joined the cgroups ahead: under bubblewrap with cgroups only, where
-        the commands cannot see them. `wait`: one may be made now (the next command is about to start)."""
+        the commands cannot see them. `wait`: one may be made now (the next command is about to start);
+        `refill`: then make the reserve of joined processes whole, in the background."""
         if self.isolated and self.cgroup is not None and not self._closed:
             self._ahead.fill(depth, wait)
+            if refill:
+                self._ahead.refill()
 
     def _new_joined(self) -> Prestarted | None:
         shell, prelude = _rlimits(self.limits)
         try:
             return Prestarted(self.cgroup.procs_files, os.path.join(self.dir, "io"), _BASH, shell, prelude)
-        except (OSError, AttributeError):  # AttributeError: the sandbox closed meanwhile (no cgroup)
+        except OSError:
             return None
 
     def _view_flags(self, env: Mapping[str, str]) -> list[str]:
@@ -983,8 +983,7 @@ class LocalSandbox(Sandbox):
                 except OSError:
                     pass
             self._proc = None
-            if self.isolated and self.cgroup is not None:
-                self._ahead.refill()  # while the caller reads the result
+            self._prestart(0, refill=True)  # the reserve, made whole while the caller reads the result
         seconds = time.monotonic() - start
         data, truncated = cap.result()
         rc = proc.returncode if proc.returncode is not None else -signal.SIGKILL
