@@ -185,7 +185,8 @@ def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, rep
 
         from ssrkit.sandbox.local import LocalSandbox
 
-        LocalSandbox(repo_dir)  # never closed
+        sb = LocalSandbox(repo_dir)  # never closed
+        open(f"{sb.dir}/opened", "w").close()  # the constructor returned: an interrupt now cannot close it
         while True:
             try:
                 time.sleep(1)
@@ -202,10 +203,12 @@ def test_ray_cancel_kills_stuck_units_and_reaps_their_sandboxes(ray_cluster, rep
         # machine, it would remove the killed workers' sandboxes before the run's reapers could count them
         ex._wait_reap(ex._startup_reap)
         futures = [ex.submit(stubborn, str(repo)) for _ in range(3)]
+        # every unit's sandbox open, not only labelled: a unit interrupted inside the constructor closes its
+        # sandbox itself (as it should), and then the reapers would have nothing to count
         deadline = time.monotonic() + 120
-        while len(labels_of(run)) < 3 and time.monotonic() < deadline:
+        while sum((box / "opened").exists() for box in labels_of(run)) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert len(labels_of(run)) == 3, "the units did not start"
+        assert sum((box / "opened").exists() for box in labels_of(run)) == 3, "the units did not start"
         ex.cancel()
         assert labels_of(run) == []
         assert ex.reaped[0] >= 1  # what the force-killed workers left, the reapers removed
