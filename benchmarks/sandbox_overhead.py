@@ -5,7 +5,9 @@
 Two repositories are generated in a temp dir: `small` (about 20 files) and `medium` (3000 files, 50 MB, in
 60 packages, committed). Columns (milliseconds, median of --runs where repeated):
   setup cold  first sandbox of the repository in this process (local: copies the repository into the
-              RAM cache; docker: container start), pristine snapshot included
+              RAM cache; docker: container start), pristine snapshot included; local: the median over
+              --cold copies of the repository (each path is a state of its own, so each is a first copy),
+              all written to disk (`sync`) before any is timed, as a user's repository is
   setup warm  a further sandbox of the same repository (local: `cp -a` of the cache)
   exec        `true` through `run()` (process start, isolation, output pipe, leftover check)
   snapshot    `snapshot()` after one file changed
@@ -71,12 +73,20 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def bench(source: RepoSource, runs: int) -> dict[str, float]:
+def bench(source: RepoSource, runs: int, others: list[RepoSource] = ()) -> dict[str, float]:
+    """`others`: more first sandboxes to time, of copies of the same repository (closed at once)."""
     out: dict[str, float] = {}
     opts = SandboxOptions()
+    colds = []
+    for other in others:
+        t = time.perf_counter()
+        sb = open_sandbox(other, "local", opts)
+        colds.append(time.perf_counter() - t)
+        sb.close()
     t = time.perf_counter()
     sb = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
-    out["setup cold"] = time.perf_counter() - t
+    colds.append(time.perf_counter() - t)
+    out["setup cold"] = statistics.median(colds)
     t = time.perf_counter()
     sb2 = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
     out["setup warm"] = time.perf_counter() - t
@@ -109,10 +119,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", default="local-bwrap,local-none,docker")
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--cold", type=int, default=5, help="first sandboxes timed per local repository (median)")
     ap.add_argument("--src", metavar="CHECKOUT", help="measure the ssrkit code of another checkout (a worktree)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ssrkit-bench-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
     repos = {"small": make_repo(root, "small", 20, 2_000), "medium": make_repo(root, "medium", 3000, 16_700)}
+    copies = {name: [root / f"{name}-{i}" for i in range(1, args.cold)] for name in repos}
+    for name, repo in repos.items():
+        for c in copies[name]:
+            subprocess.run(["cp", "-a", str(repo), str(c)], check=True)
+            git(c, "update-index", "-q", "--refresh")  # new inodes: the index's stat data is stale
+    os.sync()  # a repository just written is still being written back to disk while it is first read
     for name, repo in repos.items():
         nfiles = sum(len(f) for _, _, f in os.walk(repo))
         mb = sum(os.path.getsize(os.path.join(d, x)) for d, _, f in os.walk(repo) for x in f) / 1e6
@@ -150,7 +167,8 @@ def main() -> None:
                 images.append(tag)
                 print(f"{'':<12} {name:<7} (image build {time.perf_counter() - t:.1f} s)")
                 source = RepoSource.from_image(tag)
-            r = bench(source, args.runs)
+            others = [RepoSource.local(c) for c in copies[name]] if backend.startswith("local") else []
+            r = bench(source, args.runs, others)
             results[(backend, name)] = r
             print(f"{backend:<12} {name:<7} " + " ".join(f"{ms(r[c]):>10}" for c in cols))
     subprocess.run(["rm", "-rf", str(root)])
