@@ -369,6 +369,42 @@ def test_waiting_sandboxes_outlive_the_thread_that_used_the_sandbox(opener, shar
         assert res.ok and res.output == "alive\n", res
 
 
+_FORKED = """\
+import os, signal, sys
+from ssrkit.sandbox.local import LocalSandbox
+sb = LocalSandbox(sys.argv[1], isolation="bwrap")
+print(bool(sb._ahead.launched), sb.run("echo parent", timeout=30).output.strip(), flush=True)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)  # a hang ends as SIGALRM, not as a stuck test
+    with LocalSandbox(sys.argv[1], isolation="bwrap") as child:
+        print(child.run("echo child", timeout=30).output.strip(), child.run("echo again", timeout=30).output.strip(),
+              flush=True)
+    os._exit(0)
+print("child exit", os.waitpid(pid, 0)[1], flush=True)
+sb.close()
+"""
+
+
+def test_a_forked_child_opens_and_runs_sandboxes_of_its_own(shared_repo):
+    """The waiting sandboxes are started by one thread per process: a child forked after the parent used a
+    sandbox (multiprocessing's default start on Linux) has a starter of its own, not the parent's executor
+    whose thread it lacks (its first sandbox then waited forever)."""
+    import subprocess
+
+    from ssrkit.sandbox.local import isolation_available
+
+    if isolation_available():
+        pytest.skip(f"bubblewrap unusable here: {isolation_available()}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", _FORKED, str(shared_repo)], capture_output=True, text=True,
+                         timeout=120, env=env)
+    lines = out.stdout.splitlines()
+    if lines and lines[0] == "False parent":
+        pytest.skip("no prestarted sandbox here (it needs bubblewrap and a writable cgroup)")
+    assert lines == ["True parent", "child again", "child exit 0"], (out.stdout, out.stderr)
+
+
 @pytest.mark.parametrize("opener", ["local-bwrap"], indirect=True)
 def test_a_fork_bomb_while_the_next_sandboxes_start_leaves_the_next_command_whole(opener, shared_repo):
     """The waiting sandboxes share the cgroups' pid and memory budget with the command that runs while they

@@ -39,6 +39,16 @@ _F_SETPIPE_SZ = 1031
 #: short-lived thread (a `--jobs` worker, a refill) would be SIGKILLed whenever that thread went away. This
 #: thread lives until the interpreter's exit, which waits for what it is doing.
 _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssrkit-prestart")
+
+
+def _new_starter() -> None:
+    """In a forked child: a starter of its own. The parent's thread does not exist there, and its executor,
+    which counts it, would never run a task: the child's first sandbox would wait forever."""
+    global _STARTER
+    _STARTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ssrkit-prestart")
+
+
+os.register_at_fork(after_in_child=_new_starter)
 READY = b"R"
 #: the shell inside the sandbox: ready, wait for go, become the command's script (fd 3, reopened)
 _INSIDE = f"printf {READY.decode()} && read -r go && . /proc/self/fd/3"
