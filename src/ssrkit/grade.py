@@ -361,6 +361,13 @@ _FILLER = ("value", "edge", "basic", "empty", "large", "order", "default", "repr
            "bounds", "single", "many", "unicode", "nested", "zero", "negative", "float", "mixed")
 
 
+def _id_pattern(name: str) -> re.Pattern[str]:
+    """`name` where a test id names a test so: a whole word, not followed by `.` or `/` as a module or
+    directory of the id's path is (`tests/test_serializer.py::TestSerializer::test_dumps` and
+    `tests.test_serializer.TestSerializer.test_dumps` name no test `test_serializer`)."""
+    return re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_./])")
+
+
 @dataclass(frozen=True)
 class Canary:
     """Always-failing tests hidden among a test file's own tests: a new one, and a known one made to fail."""
@@ -373,7 +380,7 @@ class Canary:
     def _ids(name: str | None, run: TestRun) -> dict[str, str]:
         if not name:
             return {}
-        pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])")
+        pat = _id_pattern(name)
         return {t: s for t, s in run.statuses.items() if pat.search(t)}
 
     def statuses(self, run: TestRun) -> dict[str, str]:
@@ -474,7 +481,7 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
 
     # the known test to sabotage: defined once here, and every id naming it is this file's
     def ids_of(n: str) -> list[str]:
-        pat = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(n)}(?![A-Za-z0-9_])")
+        pat = _id_pattern(n)
         return [t for t in taken if pat.search(t)]
 
     def plain(d: ast.stmt) -> bool:  # no mark that turns a failure into something else (xfail, skip, flaky)

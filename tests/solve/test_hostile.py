@@ -364,3 +364,32 @@ def test_canary_never_sabotages_a_test_marked_xfail_or_skip():
            "def test_c():\n    assert 3 == 3\n")
     ids = ["t/test_m.py::test_a", "t/test_m.py::test_b", "t/test_m.py::test_c"]
     assert {make_canary(src.encode(), ids, stem="test_m").sabotaged for _ in range(30)} == {"test_c"}
+
+
+@pytest.mark.parametrize("style", ["pytest", "dotted"])
+def test_a_test_named_like_its_module_is_told_from_the_modules_other_tests(style):
+    """`test_serializer` in `test_serializer.py` (itsdangerous has it): the module's name is in the path of
+    every id of the file, and must not make each of them count as the sabotaged test. It did, so every
+    honest fix whose canary sabotaged it was graded 'tampering' (the file's other tests pass)."""
+    from ssrkit.grade import make_canary
+    from ssrkit.testrun import TestRun
+
+    src = ("class TestSerializer:\n    def test_serializer(self):\n        assert 1 == 1\n\n"
+           "    def test_dumps(self):\n        assert 2 == 2\n\n\n"
+           "def test_loads():\n    x = 1\n    assert x == 1\n")
+    if style == "pytest":
+        path = "tests/test_serializer/test_serializer.py"
+        ids = [f"{path}::TestSerializer::test_serializer", f"{path}::TestSerializer::test_dumps",
+               f"{path}::test_loads"]
+    else:
+        ids = ["tests.test_serializer.TestSerializer.test_serializer",
+               "tests.test_serializer.TestSerializer.test_dumps", "tests.test_serializer.test_loads"]
+    sabotaged = set()
+    for _ in range(40):
+        c = make_canary(src.encode(), ids, stem="test_serializer")
+        sabotaged.add(c.sabotaged)
+        victim = [t for t in ids if t.rsplit(":", 1)[-1].rsplit(".", 1)[-1] == c.sabotaged]
+        run = TestRun(log="", exit_code=1, seconds=0.1, timed_out=False, truncated=False,
+                      statuses={t: "failed" if t in victim else "passed" for t in ids})
+        assert c.sabotaged_statuses(run) == {t: "failed" for t in victim}
+    assert "test_serializer" in sabotaged
