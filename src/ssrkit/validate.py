@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ from .config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
 from .fsutil import atomic_write_json, atomic_write_text, read_json
-from .sandbox import PRISTINE, Sandbox, SandboxOptions, open_sandbox
+from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sandbox
 from .source import RepoSource
 from .pathmatch import matches
 from .runslots import Ahead, RunSlots
@@ -157,9 +158,10 @@ class OriginalRunCache:
         self.misses = 0
 
     @staticmethod
-    def key(fingerprint: str, script: str, parser: str, timeout: float) -> str:
+    def key(fingerprint: str, environment: str, script: str, parser: str, timeout: float) -> str:
+        """`fingerprint`: the repository state; `environment`: what the commands run with (`environment_key`)."""
         h = hashlib.sha256()
-        for part in (fingerprint, script, parser, f"{timeout:g}", __version__):
+        for part in (fingerprint, environment, script, parser, f"{timeout:g}", __version__):
             h.update(part.encode("utf-8", "replace") + b"\0")
         return h.hexdigest()[:32]
 
@@ -395,7 +397,8 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
 def check_parser(ctx: _Context) -> tuple[str, str]:
     engine = ctx.engine
     fp = engine.fingerprint(ctx.source)
-    key = OriginalRunCache.key(fp, ctx.texts[TEST_SCRIPT], ctx.texts[TEST_PARSER], ctx.settings.timeout)
+    key = OriginalRunCache.key(fp, engine.environment, ctx.texts[TEST_SCRIPT], ctx.texts[TEST_PARSER],
+                               ctx.settings.timeout)
     with engine.cache.lock(key):
         entry = engine.cache.get(key)
         if entry is None:
@@ -438,7 +441,8 @@ def check_original_passes(ctx: _Context) -> tuple[str, str]:
         shown = ", ".join(f"{t} ({run.statuses[t]})" for t in bad[:5])
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         return FAIL, (f"{len(bad)} test(s) do not pass on the original code: {shown}{more}; "
-                      f"deselect them in {TEST_SCRIPT} (flaky or environment-dependent tests do not belong)")
+                      f"deselect them in {TEST_SCRIPT} (flaky or environment-dependent tests do not belong)"
+                      + _missing_module_hint(run.log))
     n = len(run.statuses)
     if n < ctx.settings.min_passing_tests:
         return FAIL, (f"only {n} test(s) pass on the original code; at least {ctx.settings.min_passing_tests} "
@@ -452,6 +456,20 @@ def check_original_passes(ctx: _Context) -> tuple[str, str]:
                           f"test(s), e.g. {', '.join(changed[:3])}; exclude them from {TEST_SCRIPT}")
     extra = f", stable over {ctx.settings.flaky_runs + 1} runs" if ctx.settings.flaky_runs else ""
     return PASS, f"{n} test(s) pass on the original code{extra}"
+
+
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+
+
+def _missing_module_hint(log: str) -> str:
+    """What to say when the original run could not import a module: the tests' environment is not the one
+    the sandbox got (a virtualenv not active, a package not installed), not a test to deselect."""
+    missing = sorted(set(_MISSING_MODULE.findall(log)))
+    if not missing:
+        return ""
+    names = ", ".join(repr(m) for m in missing[:3]) + (" ..." if len(missing) > 3 else "")
+    return (f"; the log says no module named {names}: activate the virtualenv the tests need before running "
+            f"ssrkit (or give the repository's ssrkit.toml a [sandbox] setup)")
 
 
 def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
@@ -541,6 +559,8 @@ class Validator:
         self.slots = RunSlots(settings.jobs)
         self._fingerprints: dict[RepoSource, str] = {}
         self._fp_lock = threading.Lock()
+        #: what the sandboxes' commands run with (part of the original-run cache's key)
+        self.environment = environment_key(self.options)
 
     @contextmanager
     def slot(self) -> Iterator[None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ssrkit.artifact import Artifact
+from ssrkit.sandbox import SandboxOptions, environment_key
 from ssrkit.source import RepoSource
 from ssrkit import testrun
 from ssrkit.validate import Settings, Validator
@@ -34,6 +35,25 @@ def test_the_second_validation_of_a_state_takes_the_original_run_from_the_cache(
     assert second.to_dict()["original_cached"] is True
     parser = next(c for c in second.checks if c.name == "parser")
     assert parser.message.endswith("(original run cached)")
+
+
+def test_the_original_run_is_taken_from_the_cache_only_in_the_environment_it_was_made_in(artifact, source,
+                                                                                          tmp_path):
+    """A run made with a virtualenv active is no answer without it (its tests may not even import there):
+    the cache's key holds what the commands run with, and the state of the virtualenvs they name."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    with_venv = SandboxOptions(env={"VIRTUAL_ENV": str(venv)})
+    first = Validator(Settings()).validate(artifact, source)
+    same = Validator(Settings()).validate(artifact, source)  # another process would read the same disk cache
+    other = Validator(Settings(), options=with_venv)
+    assert (first.original_cached, same.original_cached, other.validate(artifact, source).original_cached) == \
+        (False, True, False)
+    key = environment_key(with_venv)
+    assert environment_key(SandboxOptions(env={"VIRTUAL_ENV": str(venv)})) == key
+    (venv / "lib" / "python3.11" / "site-packages" / "freezegun").mkdir()  # pip install
+    assert environment_key(with_venv) != key
 
 
 def test_a_bug_run_handed_over_is_used_instead_of_running_it(artifact, source):
@@ -150,3 +170,13 @@ def test_a_run_made_ahead_shares_nothing_with_the_run_beside_it(artifact, source
     logs = [line for name in ("original", "bug+weaken") for line in report.logs[f"logs/{name.replace('+', '-')}.log"]
             .splitlines() if line.startswith("twins:")]
     assert logs and all(line.split()[1] == "3" for line in logs), logs  # its own three marks, nobody else's
+
+
+def test_an_original_run_that_cannot_import_a_module_says_which_and_what_to_do():
+    from ssrkit.validate import _missing_module_hint
+
+    log = ("ERROR collecting tests/test_timed.py\nE   ModuleNotFoundError: No module named 'freezegun'\n"
+           "E   ModuleNotFoundError: No module named 'freezegun'\n")
+    hint = _missing_module_hint(log)
+    assert "'freezegun'" in hint and hint.count("freezegun") == 1 and "activate the virtualenv" in hint
+    assert _missing_module_hint("1 failed, 3 passed") == ""

@@ -7,6 +7,8 @@ sandbox knows nothing about artifacts: callers apply patches and run scripts.
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
 import re
 import secrets
@@ -332,6 +334,26 @@ def sanitized_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str
             continue  # a secret never reaches a sandbox, even when asked for explicitly
         env[k] = v
     return env
+
+
+def environment_key(options: "SandboxOptions") -> str:
+    """A cheap key of what a sandbox's commands run with besides the repository: the variables it passes on
+    (`sanitized_env`), its limits and setup command, and the state of each virtualenv or conda environment
+    those variables name (the mtime of its site-packages changes with every install and uninstall). Two runs
+    of the same tests on the same repository state agree only under the same key: the original-code run
+    cached with a virtualenv active is no answer without it."""
+    env = sanitized_env(extra=options.env)
+    h = hashlib.sha256()
+    h.update(repr((sorted(env.items()), options.limits, options.setup)).encode("utf-8", "surrogateescape"))
+    prefixes = [env.get("VIRTUAL_ENV", ""), env.get("CONDA_PREFIX", "")]
+    prefixes += [os.path.dirname(p) for p in env.get("PATH", "").split(":") if os.path.basename(p) == "bin"]
+    for prefix in dict.fromkeys(p for p in prefixes if p and os.path.isabs(p)):
+        for sp in sorted(glob.glob(os.path.join(prefix, "lib", "python*", "site-packages"))):
+            try:
+                h.update(f"{sp} {os.stat(sp).st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+            except OSError:
+                pass
+    return h.hexdigest()[:16]
 
 
 def truncate_middle(data: bytes, limit: int) -> tuple[bytes, bool]:
