@@ -35,7 +35,7 @@ from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..fsutil import atomic_write_json
-from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
+from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
 from ..source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
@@ -267,7 +267,8 @@ class Session:
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
                                      timeout=cov_timeout, test_limit=self.settings.timeout,
-                                     fingerprint=fingerprint, cache=self.cache)
+                                     fingerprint=fingerprint, environment=environment_key(sb.options),
+                                     cache=self.cache)
         self.engine.repo = RepoView(sb, self.testmap, self.profile, self.settings, self.test_patterns)
         if not self.testmap.complete:
             self.emit(Event("note", f"the suite did not finish within its coverage timeout "

@@ -205,12 +205,13 @@ def repo_fingerprint(sandbox: Sandbox) -> str:
 
 
 def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float, fingerprint: str,
-                  cache: bool = True, test_limit: float = 0.0) -> TestMap:
-    """The per-test coverage map of the whole suite, from the cache when this state was mapped before.
+                  environment: str, cache: bool = True, test_limit: float = 0.0) -> TestMap:
+    """The per-test coverage map of the whole suite, from the cache when this state was mapped before in the
+    same environment (`environment`: `sandbox.environment_key` of the sandbox's options).
 
     `test_limit`: seconds one test may run under coverage before it is cut (0: no limit)."""
-    key = hashlib.sha256(f"{fingerprint}\0{command}\0{python}\0{helpers_version()}\0{__version__}\0{test_limit:g}"
-                         .encode()).hexdigest()[:32]
+    key = hashlib.sha256(f"{fingerprint}\0{environment}\0{command}\0{python}\0{helpers_version()}\0{__version__}"
+                         f"\0{test_limit:g}".encode()).hexdigest()[:32]
     path = cache_dir().parent / "testmaps" / f"{key}.json"
     if cache and path.is_file():
         try:
