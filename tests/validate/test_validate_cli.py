@@ -30,6 +30,16 @@ def test_valid_artifact_exit_0_and_table(tmp_path, example_repos):
     assert (art / "validation.json").is_file() and (art / "logs" / "original.log").is_file()
 
 
+def test_a_verdict_read_from_an_up_to_date_validation_json_says_so(tmp_path, example_repos):
+    art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
+    first = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    again = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    redo = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]), "--redo")
+    assert (first.returncode, again.returncode, redo.returncode) == (1, 1, 1)
+    assert "read from validation.json" not in first.stdout + redo.stdout
+    assert "1 of 1 verdict(s) read from validation.json" in again.stdout and "--redo validates again" in again.stdout
+
+
 def test_invalid_artifact_exit_1_names_the_check(tmp_path, example_repos):
     art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
     res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))

@@ -90,7 +90,7 @@ def validate(
     validator = Validator(settings, backend=backend_from_config(cfg, backend), options=SandboxOptions.from_config(cfg))
 
     with executor_from_config(cfg, executor, ray_address, settings.jobs) as ex:
-        results = _validate(items, validator, redo or no_cache, as_json, ex)
+        results, reused = _validate(items, validator, redo or no_cache, as_json, ex)
     if as_json:
         print_json(results)
     elif len(results) == 1 or details:
@@ -98,21 +98,34 @@ def validate(
             render_checks(r)
     else:
         render_summary(results)
+    if reused and not as_json:
+        when = f" (of {results[0].get('created', '?')})" if len(results) == 1 else ""
+        console.print(f"[dim]{len(reused)} of {len(results)} verdict(s) read from validation.json{when}: up to date "
+                      f"for these files, settings and source; --redo validates again[/]")
     raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
 
 
-def _validate(items, validator: Validator, redo: bool, quiet: bool, ex) -> list[dict[str, Any]]:
+def _validate(items, validator: Validator, redo: bool, quiet: bool, ex) -> tuple[list[dict[str, Any]], list[str]]:
+    """(the validation.json objects, the artifacts whose up-to-date validation.json was reused)."""
+    reused: list[str] = []
+
+    def note(art: Artifact, was_reused: bool) -> None:
+        if was_reused:
+            reused.append(art.name)
+
     if quiet or len(items) <= 1:
-        return validate_all(items, validator, redo=redo, executor=ex)
-    else:
-        with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=console, transient=True) as progress:
-            task = progress.add_task("", total=len(items))
+        results = validate_all(items, validator, redo=redo, executor=ex,
+                               on_done=lambda art, _result, was: note(art, was))
+        return results, reused
+    with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=console, transient=True) as progress:
+        task = progress.add_task("", total=len(items))
 
-            def done(art: Artifact, result: dict[str, Any], reused: bool) -> None:
-                progress.update(task, advance=1, description=safe(art.name))
+        def done(art: Artifact, result: dict[str, Any], was_reused: bool) -> None:
+            note(art, was_reused)
+            progress.update(task, advance=1, description=safe(art.name))
 
-            return validate_all(items, validator, redo=redo, on_done=done, executor=ex)
+        return validate_all(items, validator, redo=redo, on_done=done, executor=ex), reused
 
 
 def render_checks(result: dict[str, Any]) -> None:
