@@ -420,7 +420,8 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
 def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
     if run.timed_out:
         return FAIL, (f"{TEST_SCRIPT} did not finish within {ctx.settings.timeout:g}s on the original code; "
-                      f"select fewer tests or raise --timeout")
+                      f"select fewer tests or raise --timeout, or find what hangs in the log's last lines "
+                      f"({ctx.artifact.path / LOGS / 'original.log'})")
     if run.parse_error:
         return FAIL, f"on the original run's log: {run.parse_error}"
     if not run.statuses:
