@@ -9,7 +9,11 @@ Two repositories are generated in a temp dir: `small` (about 20 files) and `medi
               --cold copies of the repository (each path is a state of its own, so each is a first copy),
               all written to disk (`sync`) before any is timed, as a user's repository is
   setup warm  a further sandbox of the same repository (local: `cp -a` of the cache)
-  exec        `true` through `run()` (process start, isolation, output pipe, leftover check)
+  exec        `true` through `run()` (process start, isolation, output pipe, leftover check), commands
+              back to back: the next command's sandbox has no time to start ahead (local-bwrap)
+  exec spaced the same, each command 30 ms after the last ended (an agent's commands, seconds apart)
+  exec reset  the same, each command right after a reset of the sandbox (validation's and grading's runs:
+              the reset starts the next sandbox, and the command waits for the rest of its start)
   snapshot    `snapshot()` after one file changed
   reset       `reset()` after ten files changed (modified, added, deleted)
   reset noop  `reset()` when nothing ran since the last reset (known clean: no work at all)
@@ -94,6 +98,17 @@ def bench(source: RepoSource, runs: int, others: list[RepoSource] = ()) -> dict[
     try:
         sb.run("true", timeout=60)
         out["exec"] = statistics.median(timed(lambda: sb.run("true", timeout=60)) for _ in range(runs))
+        spaced = []
+        for _ in range(runs):
+            time.sleep(0.03)
+            spaced.append(timed(lambda: sb.run("true", timeout=60)))
+        out["exec spaced"] = statistics.median(spaced)
+        sb.snapshot("exec")
+        after_reset = []
+        for _ in range(runs):
+            sb.reset("exec")
+            after_reset.append(timed(lambda: sb.run("true", timeout=60)))
+        out["exec reset"] = statistics.median(after_reset)
         bwrap = shutil.which("bwrap")
         if bwrap:  # the floor on this machine right now: bubblewrap alone, no view, no limits, no cgroup
             bare = [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "true"]
@@ -141,7 +156,7 @@ def main() -> None:
     print(f"workspaces: {getattr(probe, 'workspace_kind', 'copy')} ({probe.isolation.get('workspace', 'copy')})")
     probe.close()
     results: dict[tuple[str, str], dict[str, float]] = {}
-    cols = ["setup cold", "setup warm", "exec", "snapshot", "reset", "reset noop"]
+    cols = ["setup cold", "setup warm", "exec", "exec spaced", "exec reset", "snapshot", "reset", "reset noop"]
     print(f"\n{'backend':<12} {'repo':<7} " + " ".join(f"{c:>10}" for c in cols) + "   (ms)")
     for backend in args.backends.split(","):
         for name, repo in repos.items():
@@ -177,13 +192,16 @@ def main() -> None:
         print()
         print(f"{'issue 15 measure (local-bwrap, medium)':<44} {'measured':>14} {'target':>14}  met")
         floor = f" (bubblewrap alone here and now: {m['bare bwrap'] * 1000:.1f} ms)" if "bare bwrap" in m else ""
-        rows = [("sandbox exec (`true`)", f"{m['exec'] * 1000:.1f} ms", "<= 8 ms", m["exec"] <= 0.008),
+        rows = [("sandbox exec (`true`), back to back", f"{m['exec'] * 1000:.1f} ms", "<= 8 ms", m["exec"] <= 0.008),
+                ("  30 ms after the last command", f"{m['exec spaced'] * 1000:.1f} ms", "<= 8 ms",
+                 m["exec spaced"] <= 0.008),
+                ("  right after a reset (no target)", f"{m['exec reset'] * 1000:.1f} ms", "", None),
                 ("workspace cold / warm", f"{m['setup cold'] * 1000:.0f} / {m['setup warm'] * 1000:.0f} ms",
                  "<= 150 / 50 ms", m["setup cold"] <= 0.150 and m["setup warm"] <= 0.050),
                 ("snapshot after one changed file", f"{m['snapshot'] * 1000:.1f} ms", "<= 20 ms",
                  m["snapshot"] <= 0.020)]
         for what, got, goal, ok in rows:
-            print(f"{what:<44} {got:>14} {goal:>14}  {'yes' if ok else 'NO'}")
+            print(f"{what:<44} {got:>14} {goal:>14}  {'' if ok is None else 'yes' if ok else 'NO'}")
         print(f"exec{floor}")
     if images:
         subprocess.run(["docker", "rmi", "-f", *images], capture_output=True)
