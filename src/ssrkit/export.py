@@ -218,8 +218,8 @@ def _join_diffs(*diffs: str) -> str:
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
 _GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
                  grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
-                 grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs, grading._failing_assertion,
-                 grading._start, grading._selecting_words, grading.make_canary)
+                 grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
+                 grading._failing_assertion, grading._start, grading._selecting_words, grading.make_canary)
 
 
 def grader_script(data: dict[str, Any]) -> str:
