@@ -331,7 +331,7 @@ def _set_parse(run: TestRun, statuses: dict[str, str] | None, error: str | None,
         run.parse_error = error
 
 
-_RUN_LOG, _RUN_STATUS = "test_script.log", "test_script.status"
+_RUN_LOG, _RUN_STATUS, _RUN_RC = "test_script.log", "test_script.status", "test_script.rc"
 
 
 def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, applies, twice: bool) -> TestRun:
@@ -343,16 +343,20 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
     the log, which runs alone, as in a command of its own, and reads the log the host keeps, byte for byte.
     Where that cannot be (the log is longer than a command's output keeps, or not UTF-8, or the tests killed
     the command itself), the kept log is parsed by a command of its own."""
-    log_file, status = sandbox.scratch_path(_RUN_LOG), sandbox.scratch_path(_RUN_STATUS)
+    log_file, status, rc_file = (sandbox.scratch_path(n) for n in (_RUN_LOG, _RUN_STATUS, _RUN_RC))
     sandbox.write_file(status, "")
+    sandbox.write_file(rc_file, "")
     ahead = _write_waiter(sandbox)
     python, path, err = _write_parser(sandbox, parser)
     second = _second_parse(sandbox, python, path, log_file) if twice else ""
     cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
     now = "${EPOCHREALTIME:-$(date +%s.%N)}"  # bash 5, else coreutils
-    driver = (f"t0={now}; set -m; bash {script} >{log_file} 2>&1 </dev/null & "
+    # the job writes the tests' exit code too: one that ends before the shell execs Python is reaped by the
+    # shell, and its status would be lost (the waiting script then reads the file)
+    driver = (f"t0={now}; set -m; {{ bash {script} >{log_file} 2>&1 </dev/null; r=$?; echo $r >{rc_file}; "
+              f"exit $r; }} & "
               f"exec {python} {ahead} --after-tests $! $t0 {max(timeout, 0.001):.3f} {log_file} {status} {cap} "
-              f"{path} {shlex.quote(second)} 2>{err}")
+              f"{path} {shlex.quote(second)} {rc_file} 2>{err}")
     res = sandbox.run(applies.command(driver), timeout=timeout + PARSER_TIMEOUT + 30)
     applies.check(res.output)
     try:

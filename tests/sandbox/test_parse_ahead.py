@@ -356,3 +356,27 @@ def test_a_failing_module_of_the_repository_named_json_fails_the_parser_alone(tm
     assert in_run.log == alone.log == "one passed\ntwo passed\n"
     assert in_run.parse_error == alone.parse_error
     assert "the repository json.py says no" in (in_run.parse_error or "")
+
+
+
+def test_tests_that_end_before_the_shell_becomes_the_parser_keep_their_exit_code(tmp_path):
+    """The shell reaps a job that ends before it execs the waiting script (quick tests on a busy machine:
+    about one run in two under load did). The waiting script then takes the exit code the job wrote, and
+    the parse still runs in the test command, rather than failing with ECHILD and leaving the parse (and a
+    wrong exit code, its own) to the host. Here the shell's `sleep` makes the race certain. In a pid
+    namespace of its own: the waiting script kills every process it can see."""
+    import shutil
+    import subprocess
+    from importlib.resources import files
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("needs bubblewrap for a pid namespace")
+    ahead = files("ssrkit") / "templates" / "parse_ahead.py"
+    log, status, rc, parser = (tmp_path / n for n in ("log", "status", "rc", "parser.py"))
+    parser.write_text(PARSER_LINES)
+    driver = (f"t0=$(date +%s.%N); set -m; {{ echo one passed >{log}; r=7; echo $r >{rc}; exit $r; }} & "
+              f"sleep 0.3; exec python3 {ahead} --after-tests $! $t0 60 {log} {status} 1000 {parser} '' {rc}")
+    out = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent", "bash", "-c",
+                          driver], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == '{"one": "passed"}', out.stderr
+    assert status.read_text().split()[0] == "7"

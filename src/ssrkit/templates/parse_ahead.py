@@ -7,9 +7,9 @@ Python's start-up (~15 ms) is paid while the tests run, not after them, in one o
   for the host to write SIGNAL: `go` once LOG holds the whole log, `stop` when there is nothing to parse.
   On `go` it writes `started` to STATUS and becomes the parser. After WAIT seconds without a signal it
   gives up (`nosignal` in STATUS).
-- `python3 parse_ahead.py --after-tests PID T0 BUDGET LOG STATUS CAP PARSER SECOND`, validation: the shell
-  of the test command starts the tests in the background and becomes this script, which waits for them
-  in the same sandbox (`after_tests`).
+- `python3 parse_ahead.py --after-tests PID T0 BUDGET LOG STATUS CAP PARSER SECOND RC`, validation: the
+  shell of the test command starts the tests in the background and becomes this script, which waits for
+  them in the same sandbox (`after_tests`).
 
 Becoming the parser is running as `python3 PARSER <LOG` would run: its code in a fresh `__main__` module
 (`__file__`, a source loader, no package), `sys.argv = [PARSER]`, the same `sys.path` (this script lives
@@ -89,13 +89,21 @@ def _become_the_parser(parser, log):
     exec(code, main.__dict__)
 
 
+#: `_wait_for_tests`: the shell reaped the tests before it became this script (they ended first)
+_REAPED = object()
+
+
 def _wait_for_tests(pid, deadline):
-    """The tests' wait status, or None once `deadline` (time.monotonic()) has passed. SIGCHLD is blocked
-    and waited for (no polling, no handler that could fire at a bad moment), then the old mask restored."""
+    """The tests' wait status, `_REAPED`, or None once `deadline` (time.monotonic()) has passed. SIGCHLD is
+    blocked and waited for (no polling, no handler that could fire at a bad moment), then the old mask
+    restored."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
     try:
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            try:
+                done, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                return _REAPED
             if done:
                 return status
             left = deadline - time.monotonic()
@@ -135,20 +143,36 @@ def _regular_size(path):
     return st.st_size if (st.st_mode & 0o170000) == 0o100000 else -1
 
 
-def after_tests(pid, t0, budget, log, status_path, cap, parser, second):
+def _exit_code_file(path):
+    """The exit code the tests' job wrote (`echo $? >RC`); None when it wrote none."""
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def after_tests(pid, t0, budget, log, status_path, cap, parser, second, rc_path):
     """`--after-tests`: the tests (PID, this process's child, started at T0 with BUDGET seconds) end, or are
     killed at the budget; everything they left is killed; then "exit-code t0 t1 log-bytes" goes to STATUS
     and, when the log is a regular file of at most CAP bytes, this process becomes the parser on it. SECOND,
     when not empty, is a shell command started just before (the determinism check's second parse), waited
-    for at exit. STATUS is written last before the parse: whatever fails before it, the host parses on its
-    own (a failure of this script is never taken for the parser's)."""
+    for at exit. The exit code is PID's wait status, or, when the shell reaped PID before it became this
+    script (quick tests on a busy machine), what PID wrote to RC_PATH. STATUS is written last before the
+    parse: whatever fails before it, the host parses on its own (a failure of this script is never taken
+    for the parser's)."""
     deadline = time.monotonic() + max(t0 + budget - time.time(), 0.0)
     status = _wait_for_tests(pid, deadline)
     _kill_the_rest()
     if status is None:
         status = os.waitpid(pid, 0)[1]
     t1 = time.time()
-    rc = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    if status is _REAPED:
+        rc = _exit_code_file(rc_path)
+        if rc is None:  # the job was killed before it could write it: the host parses on its own
+            sys.exit("the tests' exit code is unknown: the shell reaped them and they wrote none")
+    else:
+        rc = 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     size = _regular_size(log)
     parse = 0 <= size <= cap
     if parse and second:
@@ -188,8 +212,8 @@ def _reap(pid):
 
 def main():
     if sys.argv[1] == "--after-tests":
-        pid, t0, budget, log, status_path, cap, parser, second = sys.argv[2:10]
-        after_tests(int(pid), float(t0), float(budget), log, status_path, int(cap), parser, second)
+        pid, t0, budget, log, status_path, cap, parser, second, rc_path = sys.argv[2:11]
+        after_tests(int(pid), float(t0), float(budget), log, status_path, int(cap), parser, second, rc_path)
         return
     parser, log, said_path, status_path, wait = sys.argv[1:6]
     said = _wait_for_signal(said_path, float(wait))
