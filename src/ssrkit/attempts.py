@@ -48,8 +48,11 @@ def completed_attempts(artifact: Artifact) -> list[Path]:
 def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str]:
     """The attempt names to (re)run so the artifact has `n` finished attempts.
 
-    Finished attempts are kept; unfinished ones (no eval.json) are reused first, then new numbers follow
-    the highest existing one. With `redo`, attempts 001..n are all run again.
+    Finished attempts are kept; unfinished ones (no eval.json) are reused first, then the lowest numbers
+    without a folder. So the names never depend on where an earlier solve was stopped: an interrupted
+    `--attempts 2` may leave 002 begun and 001 not yet made, and its rerun runs 001 and 002 (each seeded by
+    its number), as the uninterrupted solve did; a deleted attempt is redone under its own name. With
+    `redo`, attempts 001..n are all run again.
     """
     if n < 0:
         raise SsrkitError("--attempts must be at least 0")
@@ -61,11 +64,13 @@ def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str
     if need <= 0:
         return []
     todo = [d.name for d in dirs if not is_complete(d)][:need]
-    nxt = max((int(d.name) for d in dirs), default=0) + 1
+    taken = {int(d.name) for d in dirs}
+    i = 1
     while len(todo) < need:
-        todo.append(attempt_name(nxt))
-        nxt += 1
-    return todo
+        if i not in taken:
+            todo.append(attempt_name(i))
+        i += 1
+    return sorted(todo)
 
 
 _claim_lock = threading.Lock()

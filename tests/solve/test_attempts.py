@@ -19,9 +19,17 @@ def test_plan_attempts(tmp_path):
     assert plan_attempts(art, 2) == []
     assert plan_attempts(art, 1) == []
     assert plan_attempts(art, 3) == ["002"]
-    assert plan_attempts(art, 5) == ["002", "005", "006"]
+    assert plan_attempts(art, 5) == ["002", "003", "005"]  # a gap (a deleted attempt) is redone by its name
     assert plan_attempts(art, 2, redo=True) == ["001", "002"]
     assert plan_attempts(art, 0) == []
+
+
+def test_an_interrupted_solve_is_finished_under_the_names_an_uninterrupted_one_had(tmp_path):
+    """Two attempts at once, stopped after 002 was made and before 001 was: the rerun makes 001 and 002
+    (each is seeded by its number), not 002 and 003."""
+    art = make(tmp_path, [], ["002"])
+    assert plan_attempts(art, 2) == ["001", "002"]
+    assert plan_attempts(art, 1) == ["002"]  # the begun one first
 
 
 def test_claim_new_attempt_is_after_every_existing_one(tmp_path):
