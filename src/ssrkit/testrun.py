@@ -352,9 +352,11 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
     cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
     now = "${EPOCHREALTIME:-$(date +%s.%N)}"  # bash 5, else coreutils
     # the job writes the tests' exit code too: one that ends before the shell execs Python is reaped by the
-    # shell, and its status would be lost (the waiting script then reads the file)
-    driver = (f"t0={now}; set -m; {{ bash {script} >{log_file} 2>&1 </dev/null; r=$?; echo $r >{rc_file}; "
-              f"exit $r; }} & "
+    # shell, and its status would be lost (the waiting script then reads the file). The job runs the tests
+    # in a process group of their own (`set -m` again), so signalling theirs does not reach it; its stderr
+    # (where it reports the tests' death by a signal) is not the command's output: that is the parse.
+    driver = (f"t0={now}; set -m; {{ set -m; bash {script} >{log_file} 2>&1 </dev/null; r=$?; "
+              f"echo $r >{rc_file}; exit $r; }} 2>/dev/null & "
               f"exec {python} {ahead} --after-tests $! $t0 {max(timeout, 0.001):.3f} {log_file} {status} {cap} "
               f"{path} {shlex.quote(second)} {rc_file} 2>{err}")
     res = sandbox.run(applies.command(driver), timeout=timeout + PARSER_TIMEOUT + 30)
