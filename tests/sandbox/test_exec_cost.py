@@ -103,6 +103,27 @@ def test_environment_changes_reach_the_view(opener, shared_repo, tmp_path):
     assert not sb.run("command -v ssrkit-hello", timeout=30).ok
 
 
+
+def test_the_toolchain_is_worked_out_again_when_a_venv_changes(tmp_path):
+    """`toolchain_dirs` is reused per environment while what it looked at is unchanged: a `pip install -e`
+    (a new .pth file naming a directory outside the venv) in a venv already seen shows in the next answer."""
+    from ssrkit.sandbox.local import toolchain_dirs
+
+    venv = tmp_path / "venv"
+    sp = venv / "lib" / "python3.99" / "site-packages"
+    sp.mkdir(parents=True)
+    (venv / "bin").mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin", "VIRTUAL_ENV": str(venv)}
+    assert toolchain_dirs(env) == [str(venv)]
+    assert toolchain_dirs(env) == [str(venv)]  # reused
+    src = tmp_path / "checkout" / "src"
+    src.mkdir(parents=True)
+    (sp / "__editable__.mypkg.pth").write_text(f"{src}\n")
+    assert toolchain_dirs(env) == [str(venv), str(src)]
+    (sp / "__editable__.mypkg.pth").write_text("/nowhere-ssrkit\n")  # rewritten in place: its own time changes
+    assert toolchain_dirs(env) == [str(venv)]
+
 # -- one command per test run ---------------------------------------------------------------------------
 
 SCRIPT = 'echo "core.add passed"; grep -q "a - b" src/pkg/core.py && echo "core.sub passed" || echo "core.sub failed"\n'

@@ -73,7 +73,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ..errors import SandboxError
 from . import _cgroup, _cleanup
@@ -382,9 +382,11 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _python_prefixes(d: str) -> list[str]:
-    """Prefixes of the interpreters in bin directory `d` (a venv's `python` links to its base install)."""
+def _python_prefixes(d: str, seen: list[str]) -> list[str]:
+    """Prefixes of the interpreters in bin directory `d` (a venv's `python` links to its base install).
+    `seen`: the paths whose change could change the answer (`toolchain_dirs`' stamp)."""
     out = []
+    seen.append(d)
     try:
         names = [n for n in os.listdir(d) if n.startswith("python")]
     except OSError:
@@ -396,10 +398,11 @@ def _python_prefixes(d: str) -> list[str]:
     return out
 
 
-def _venv_extras(venv: str) -> list[str]:
+def _venv_extras(venv: str, seen: list[str]) -> list[str]:
     """Directories a virtualenv needs besides itself: its base interpreter, and what its .pth files and
-    editable-install finders point to."""
+    editable-install finders point to. `seen`: as in `_python_prefixes`."""
     out = []
+    seen += [os.path.join(venv, "pyvenv.cfg"), os.path.join(venv, "lib")]
     try:
         with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -409,7 +412,9 @@ def _venv_extras(venv: str) -> list[str]:
     except OSError:
         pass
     for sp in glob.glob(os.path.join(venv, "lib", "python*", "site-packages")):
+        seen += [os.path.dirname(sp), sp]
         for f in glob.glob(os.path.join(sp, "*.pth")) + glob.glob(os.path.join(sp, "__editable__*.py")):
+            seen.append(f)
             try:
                 with open(f, encoding="utf-8", errors="replace") as fh:
                     text = fh.read(200_000)
@@ -418,16 +423,57 @@ def _venv_extras(venv: str) -> list[str]:
             lines = [ln.strip() for ln in text.splitlines()] if f.endswith(".pth") else \
                 re.findall(r"[\'\"](/[^\'\"]+)[\'\"]", text)
             for ln in lines:
-                if ln.startswith("/") and os.path.isdir(ln):
-                    out.append(ln)
+                if ln.startswith("/"):
+                    seen.append(ln)
+                    if os.path.isdir(ln):
+                        out.append(ln)
     return out
+
+
+def _stamp(paths: list[str]) -> tuple:
+    """What `paths` are now (kind, inode, size, change times): a directory's times change with its entries."""
+    out = []
+    for p in paths:
+        try:
+            st = os.lstat(p)
+            out.append((st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+#: `toolchain_dirs` per (environment, visible, refuse): (the paths it looked at, their stamp, the answer)
+_toolchains: dict[tuple, tuple[list[str], tuple, list[str]]] = {}
+_toolchains_lock = threading.Lock()
 
 
 def toolchain_dirs(env: Mapping[str, str], *, visible: tuple[str, ...] = SYSTEM_ROOTS,
                    refuse: list[str] = ()) -> list[str]:
     """Directories outside `visible` that the environment's toolchain lives in (venvs, conda, an
     interpreter under /tmp or HOME, editable installs), to mount read-only. Never `/`, never a directory
-    holding one of `refuse` (the user's HOME, the repository)."""
+    holding one of `refuse` (the user's HOME, the repository).
+
+    Worked out once per process and environment (it lists bin directories, resolves links and reads every
+    .pth file: ~8 ms, twice per sandbox), then reused while every file and directory it looked at is
+    unchanged: a `pip install -e`, a new .pth file or a new interpreter in a bin directory changes one of
+    them, and the answer is worked out again."""
+    key = (tuple(sorted((k, env[k]) for k in (*_PATH_VARS, *_TOOL_VARS) if env.get(k))), visible, tuple(refuse))
+    with _toolchains_lock:
+        hit = _toolchains.get(key)
+    if hit is not None and _stamp(hit[0]) == hit[1]:
+        return list(hit[2])
+    seen: list[str] = []
+    found = _toolchain_dirs(env, visible, refuse, seen)
+    seen = sorted(set(seen))
+    with _toolchains_lock:
+        if len(_toolchains) > 64:
+            _toolchains.clear()
+        _toolchains[key] = (seen, _stamp(seen), found)
+    return list(found)
+
+
+def _toolchain_dirs(env: Mapping[str, str], visible: tuple[str, ...], refuse: Sequence[str],
+                    seen_paths: list[str]) -> list[str]:
     cands: list[str] = []
     for var in _PATH_VARS:
         cands += [p for p in env.get(var, "").split(":") if p]
@@ -439,18 +485,20 @@ def toolchain_dirs(env: Mapping[str, str], *, visible: tuple[str, ...] = SYSTEM_
         if not os.path.isabs(c):
             continue
         c = os.path.normpath(c)
+        seen_paths += [c, os.path.join(c, "pyvenv.cfg"), os.path.join(os.path.dirname(c), "pyvenv.cfg"),
+                       os.path.join(os.path.dirname(c), "libexec")]
         if c in seen or not os.path.isdir(c):
             continue
         seen.add(c)
         if os.path.basename(c) == "bin" and os.path.isfile(os.path.join(os.path.dirname(c), "pyvenv.cfg")):
             cands.append(os.path.dirname(c))
-            cands += _python_prefixes(c)
+            cands += _python_prefixes(c, seen_paths)
             continue
         if os.path.isfile(os.path.join(c, "pyvenv.cfg")):
-            cands += _venv_extras(c)
-            cands += _python_prefixes(os.path.join(c, "bin"))
+            cands += _venv_extras(c, seen_paths)
+            cands += _python_prefixes(os.path.join(c, "bin"), seen_paths)
         elif os.path.basename(c) in ("bin", "shims"):
-            cands += _python_prefixes(c)
+            cands += _python_prefixes(c, seen_paths)
             if os.path.isdir(os.path.join(os.path.dirname(c), "libexec")):
                 cands.append(os.path.dirname(c))  # a version manager's shims call its libexec (pyenv, rbenv)
         real = os.path.realpath(c)
