@@ -113,6 +113,8 @@ class Report:
     settings: dict[str, Any] = field(default_factory=dict)
     content_id: str = ""
     settings_key: str = ""
+    #: `sandbox.environment_key` of the validating process: a verdict is reused only under the same one
+    environment: str = ""
     seconds: float = 0.0
     created: str = ""
     ssrkit_version: str = __version__
@@ -614,6 +616,7 @@ class Validator:
                       "isolation": ctx.isolation},
             content_id=artifact.content_id(),
             settings_key=self.settings.key(),
+            environment=self.environment,
             seconds=time.monotonic() - started,
             created=now_iso(),
             logs={_log_name(name): run.log for name, run in ctx.runs.items()},
@@ -672,7 +675,7 @@ def validate_all(
     results: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
     for i, (artifact, source) in enumerate(items):
-        old = None if redo else previous_report(artifact, validator.settings, source)
+        old = None if redo else previous_report(artifact, validator.settings, source, validator.environment)
         if old is not None:
             results[i] = old
             if on_done:
@@ -684,6 +687,7 @@ def validate_all(
 
     def done(k: int, report: Report) -> None:
         artifact = items[todo[k]][0]
+        report.environment = validator.environment  # this process's, which the next reuse compares with
         if write:
             write_report(artifact, report)
         results[todo[k]] = report.to_dict()
@@ -699,8 +703,10 @@ def validate_all(
     return [results[i] for i in range(len(items))]
 
 
-def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) -> dict[str, Any] | None:
-    """A saved validation.json still valid for these files, settings and source (so batch runs skip it)."""
+def previous_report(artifact: Artifact, settings: Settings, source: RepoSource,
+                    environment: str) -> dict[str, Any] | None:
+    """A saved validation.json still valid for these files, settings, source and environment (so batch runs
+    skip it): a verdict made with a virtualenv active, or before a `pip install`, is no answer without it."""
     try:
         data = artifact.validation
     except SsrkitError:
@@ -708,7 +714,7 @@ def previous_report(artifact: Artifact, settings: Settings, source: RepoSource) 
     if not data:
         return None
     if (data.get("content_id") != artifact.content_id() or data.get("settings_key") != settings.key()
-            or data.get("source") != source.to_dict()):
+            or data.get("source") != source.to_dict() or data.get("environment") != environment):
         return None
     return data
 

@@ -40,6 +40,21 @@ def test_a_verdict_read_from_an_up_to_date_validation_json_says_so(tmp_path, exa
     assert "1 of 1 verdict(s) read from validation.json" in again.stdout and "--redo validates again" in again.stdout
 
 
+def test_a_verdict_made_in_another_environment_is_not_reused(tmp_path, example_repos, monkeypatch):
+    """validation.json is reused only under the environment it was made in: a virtualenv activated since
+    (here: another VIRTUAL_ENV, which the sandbox passes on) validates again."""
+    art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
+    first = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    monkeypatch.setenv("VIRTUAL_ENV", str(venv))
+    other = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    same = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    assert (first.returncode, other.returncode, same.returncode) == (1, 1, 1)
+    assert "read from validation.json" not in other.stdout
+    assert "1 of 1 verdict(s) read from validation.json" in same.stdout
+
+
 def test_invalid_artifact_exit_1_names_the_check(tmp_path, example_repos):
     art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
     res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))

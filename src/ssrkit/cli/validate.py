@@ -68,7 +68,8 @@ def validate(
     )] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-run the original code even if cached.")] = False,
     redo: Annotated[bool, typer.Option(
-        "--redo", help="Re-validate artifacts whose validation.json is up to date.",
+        "--redo", help="Re-validate artifacts whose validation.json is up to date (same files, settings, "
+        "repository and environment: variables, limits, virtualenv contents).",
     )] = False,
     details: Annotated[bool, typer.Option(
         "--details", help="One table per artifact, even for many artifacts.",
