@@ -683,7 +683,8 @@ def validate_all(
         else:
             todo.append(i)
     ex = executor or LocalExecutor(min(validator.settings.jobs, max(1, len(todo))))
-    spec: Any = ValidatorSpec(validator.settings, validator.backend, validator.options) if ex.portable else validator
+    spec: Any = (ValidatorSpec(validator.settings, validator.backend, validator.options, validator.environment)
+                 if ex.portable else validator)
 
     def done(k: int, report: Report) -> None:
         artifact = items[todo[k]][0]
@@ -728,6 +729,8 @@ class ValidatorSpec:
     settings: Any
     backend: str
     options: SandboxOptions
+    #: the driver's `environment_key`: what the reports record, so the driver's next run can reuse them
+    environment: str = ""
 
 
 _validators: dict[str, Any] = {}

@@ -290,14 +290,16 @@ def inject_llm(
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
     stats: dict[str, StrategyStats] = {}
     from ..executor import LocalExecutor, run_units
+    from ..sandbox.base import environment_key
     from ..validate import ValidatorSpec
 
     ex = executor or LocalExecutor(max(1, min(jobs, n)))
+    opts = options or SandboxOptions()
     indices = [i for i in range(n) if shard is None or shard.owns_index(i)]
     env = LLMInjection(source=ex.source_ref(source), client=client, mixture=mixture, thresholds=thresholds,
                        agent=agent_cfg, base_commit=base_commit, timeout=settings.timeout,
                        exclude_tests=exclude_tests, backend=backend, options=options,
-                       validator=(ValidatorSpec(settings, backend, options or SandboxOptions()) if ex.portable
+                       validator=(ValidatorSpec(settings, backend, opts, environment_key(opts)) if ex.portable
                                   else validator) if validate else None)
     args = []
     for i in indices:
@@ -392,6 +394,7 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
             if art.validation is None:
                 report = relabel(cached_validator(env.validator).validate(art, source), path_mapping(d, ref, source, env.source))
                 report.source = env.source.source.to_dict()
+                report.environment = env.validator.environment  # the driver's, as validate_all records it
                 write_report(art, report)
         files = read_tree(d) if scratch is not None else None
     mapping = path_mapping(d, ref, source, env.source)
