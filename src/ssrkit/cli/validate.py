@@ -102,7 +102,7 @@ def validate(
     if reused and not as_json:
         when = f" (of {results[0].get('created', '?')})" if len(results) == 1 else ""
         console.print(f"[dim]{len(reused)} of {len(results)} verdict(s) read from validation.json{when}: up to date "
-                      f"for these files, settings and source; --redo validates again[/]")
+                      f"for these files, settings, source and environment; --redo validates again[/]")
     raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
 
 
