@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -153,6 +154,49 @@ def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, sand
     assert again.stats["expression"].runs == 0 and again.stats["removal"].runs == 0
     after = {p.name: (p / "validation.json").read_bytes() for p in out.iterdir() if p.is_dir()}
     assert after == before
+
+
+def test_an_interrupted_run_keeps_its_valid_artifacts_for_the_rerun(calc_run, calc_repo, sandbox_factory,
+                                                                    tmp_path):
+    """Ctrl-C (or SIGTERM) after two valid candidates: they stay in staging, and the rerun of the same seed
+    reuses them and ends with the artifacts of an uninterrupted run."""
+    result, _ = calc_run
+    out = tmp_path / "out"
+    valid, notes = [], []
+
+    def stop_after_two(e):
+        if e.kind == "note":
+            notes.append(e.message)
+        elif e.kind == "candidate" and e.outcome.valid:
+            valid.append(e.outcome.candidate)
+            if len(valid) == 2:
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        inject(calc_repo, out, n=4, seed=1, on_event=stop_after_two, sandbox_factory=sandbox_factory)
+    staged = sorted((out / ".staging").iterdir())
+    assert [p.name for p in staged] == sorted(f"{c.strategy}-{c.index:05d}" for c in valid)
+    assert all(json.loads((p / "validation.json").read_text())["valid"] for p in staged)
+    assert any("2 valid artifacts kept" in n and "rerun the same command" in n for n in notes)
+    assert not [p for p in out.iterdir() if not p.name.startswith(".")]  # nothing half-made is an artifact
+
+    again = inject(calc_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
+    assert sorted(a.id for a in again.artifacts) == sorted(a.id for a in result.artifacts)
+    assert sorted(a.strategy for a in again.artifacts if a.reused) == sorted(c.strategy for c in valid)
+    assert not (out / ".staging").exists()
+    for a in again.artifacts:
+        assert a.path == out / a.id and Artifact(a.path).validation["artifact"] == str(a.path)
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(a.id for a in again.artifacts)
+
+
+def test_staged_artifacts_of_another_seed_are_dropped(calc_run, calc_repo, sandbox_factory, tmp_path):
+    result, _ = calc_run
+    out = tmp_path / "out"
+    stale = out / ".staging" / "expression-00000"
+    stale.parent.mkdir(parents=True)
+    shutil.copytree(next(a.path for a in result.artifacts if a.strategy == "expression"), stale)  # seed 1's
+    again = inject(calc_repo, out, n=1, seed=2, strategies="removal", sandbox_factory=sandbox_factory)
+    assert not again.artifacts[0].reused and not (out / ".staging").exists()
 
 
 def test_unittest_repository(units_repo, sandbox_factory, tmp_path):

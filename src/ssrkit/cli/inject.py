@@ -39,7 +39,8 @@ Strategies share --n evenly: expression (comparison/arithmetic/boolean swaps, of
 argument drops), removal (statements, branches, loops, early returns, function bodies), history (undo a past
 fix's code hunks in today's files), combine (2–3 valid bugs of this run in different files). Each artifact is
 validated before it is kept (out/<id>/validation.json). The same --seed gives the same artifacts; artifacts
-already in --out from the same seed are reused. Per-repository test settings: the \\[inject] section of the
+already in --out from the same seed are reused; so are the valid ones of a run of that seed stopped early
+(Ctrl-C, SIGTERM, a failure), kept in --out/.staging for the rerun. Per-repository test settings: the \\[inject] section of the
 repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).
 
 Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on usage or environment errors.
@@ -135,8 +136,12 @@ def inject(
 def _inject_procedural(source: RepoSource, out: Path, n: int, kwargs: dict[str, Any], as_json: bool) -> None:
     from ..inject.procedural import Event, inject as inject_procedural
 
-    if as_json:
-        report = inject_procedural(source, out, **kwargs)
+    if as_json:  # stdout is the JSON list alone; notes (an interrupted run's kept work too) go to stderr
+        def note(e: Event) -> None:
+            if e.kind == "note":
+                typer.echo(f"ssrkit inject: note: {e.message}", err=True)
+
+        report = inject_procedural(source, out, on_event=note, **kwargs)
         for line in report.diagnosis:
             typer.echo(f"ssrkit inject: {line}", err=True)
         print_json([a.to_dict() for a in report.artifacts])

@@ -44,11 +44,20 @@ MAX_PRESCREEN_TESTS = 200
 @dataclass
 class Existing:
     """An artifact already in the output directory, read once when the run starts: a candidate with the
-    same bug is reused (same seed and strategy, valid) or a duplicate."""
+    same bug is reused (same seed and strategy, valid) or a duplicate. `staged`: a valid artifact that an
+    interrupted run of this seed left in the staging directory: reused by the same candidate, else ignored
+    (an uninterrupted run would not have it)."""
 
     path: Path
     metadata: Metadata  # artifact.toml
     validation: dict[str, Any] | None
+    staged: bool = False
+    id: str = ""  # the artifact's id (a staged one's directory is named after its candidate)
+
+
+def staging_name(cand: Candidate) -> str:
+    """The directory in staging where `cand`'s artifact is written and validated."""
+    return f"{cand.strategy}-{cand.index:05d}"
 
 
 class _SharedValidator(Validator):
@@ -149,11 +158,18 @@ class Evaluator:
                 sb.write_file(path, text)
         return sb.diff()
 
-    def _existing(self, cand: Candidate, key: str, bug_files: tuple[str, ...]) -> Outcome:
-        """A bug already in the output directory: reused when this seed and strategy made it valid there."""
+    def _existing(self, cand: Candidate, key: str, bug_files: tuple[str, ...]) -> Outcome | None:
+        """A bug already in the output directory: reused when this seed and strategy made it valid there.
+        One staged by an interrupted run: reused by the same candidate, else None (evaluate it)."""
         found = self.existing[key]
         path, meta, v = found.path, found.metadata, found.validation or {}
         inj = meta.injector
+        if found.staged:
+            if path.name != staging_name(cand):
+                return None
+            return Outcome(cand, REUSED, "validated by an interrupted run", artifact=path,
+                           artifact_id=found.id, bug_key=key, bug_files=bug_files,
+                           fail_to_pass=list(v.get("fail_to_pass", [])))
         if inj.get("seed") == self.seed and meta.strategy == cand.strategy and inj.get("agent") == AGENT and \
                 v.get("valid"):
             return Outcome(cand, REUSED, "already in the output directory", artifact=path,
@@ -172,7 +188,9 @@ class Evaluator:
         key = hashlib.sha256(bug.encode()).hexdigest()
         bug_files = tuple(patches.touched_files(bug, BUG_DIFF))
         if key in self.existing:
-            return self._existing(cand, key, bug_files)
+            found = self._existing(cand, key, bug_files)
+            if found is not None:
+                return found
 
         # tests: what must run
         if cand.test_files:
@@ -211,7 +229,7 @@ class Evaluator:
             return Outcome(cand, "unweakenable", str(e), bug_key=key, runs=runs)
 
         # the artifact, validated in this sandbox
-        staging = self.staging / f"{cand.strategy}-{cand.index:05d}"
+        staging = self.staging / staging_name(cand)
         if staging.exists():
             shutil.rmtree(staging)
         meta = Metadata(repo=self.label, base_commit=self.base_commit, strategy=cand.strategy, order=1,

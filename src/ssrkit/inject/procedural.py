@@ -50,6 +50,7 @@ from .testmap import TestMap, build_testmap, repo_fingerprint
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
 
+STAGING = ".staging"  # in the output directory: artifacts being made and validated (hidden: never an artifact)
 MIN_SCREEN_TIMEOUT = 15.0  # seconds
 COVERAGE_TIMEOUT = 600.0  # seconds for the whole suite under coverage (default of [inject] coverage_timeout)
 SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
@@ -158,28 +159,66 @@ def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
     return {s: base + (1 if i < extra else 0) for i, s in enumerate(strategies)}
 
 
-def _scan_existing(out: Path) -> dict[str, Existing]:
-    """Artifacts already in the output directory, by the hash of their bug diff."""
+def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None:
+    """(the hash of its bug diff, the artifact) of directory `d`; None when it holds no bug diff."""
+    bug = d / BUG_DIFF
+    if not bug.is_file():
+        return None
+    art = Artifact(d)
+    try:
+        meta = art.metadata
+    except (OSError, SsrkitError):
+        meta = Metadata()
+    try:
+        validation = art.validation
+    except SsrkitError:
+        validation = None
+    try:
+        art_id = art.id
+    except (OSError, SsrkitError):
+        art_id = d.name
+    return hashlib.sha256(bug.read_bytes()).hexdigest(), Existing(d, meta, validation, staged, art_id)
+
+
+def _scan_existing(out: Path, seed: int) -> dict[str, Existing]:
+    """Artifacts already in the output directory, by the hash of their bug diff; then the valid artifacts
+    an interrupted run of this seed left in staging (anything else there is removed)."""
     found: dict[str, Existing] = {}
     if not out.is_dir():
         return found
     for d in sorted(out.iterdir()):
-        bug = d / BUG_DIFF
-        if d.name.startswith(".") or not bug.is_file():
+        if d.name.startswith("."):
             continue
-        key = hashlib.sha256(bug.read_bytes()).hexdigest()
-        if key not in found:
-            art = Artifact(d)
-            try:
-                meta = art.metadata
-            except (OSError, SsrkitError):
-                meta = Metadata()
-            try:
-                validation = art.validation
-            except SsrkitError:
-                validation = None
-            found[key] = Existing(d, meta, validation)
+        item = _read_existing(d)
+        if item is not None and item[0] not in found:
+            found[item[0]] = item[1]
+    staging = out / STAGING
+    for d in sorted(staging.iterdir()) if staging.is_dir() else ():
+        item = _read_existing(d, staged=True) if d.is_dir() else None
+        inj = item[1].metadata.injector if item else {}
+        if item is None or not (item[1].validation or {}).get("valid") or inj.get("seed") != seed or \
+                inj.get("agent") != AGENT:
+            shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+        elif item[0] not in found:
+            found[item[0]] = item[1]
     return found
+
+
+def _keep_valid(staging: Path) -> int:
+    """Remove from staging everything but its valid artifacts; how many are left."""
+    kept = 0
+    for d in sorted(staging.iterdir()) if staging.is_dir() else ():
+        try:
+            valid = json.loads((d / VALIDATION).read_text()).get("valid") is True
+        except (OSError, ValueError, AttributeError):
+            valid = False
+        if valid:
+            kept += 1
+        else:
+            shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+    if not kept:
+        shutil.rmtree(staging, ignore_errors=True)
+    return kept
 
 
 class Session:
@@ -226,10 +265,10 @@ class Session:
                 return open_sandbox(src, be, opts)
 
         #: evaluates candidates in the workers' sandboxes (tests reach its `sandbox()` and `screen_timeout`)
-        self.engine = Evaluator(self.source, self.out / ".staging", seed=seed, settings=self.settings,
+        self.engine = Evaluator(self.source, self.out / STAGING, seed=seed, settings=self.settings,
                                 opener=sandbox_factory)
         self._unit_env: Any = None  # what candidates take to another machine (`submit`), made on first use
-        self.engine.existing = _scan_existing(self.out)
+        self.engine.existing = _scan_existing(self.out, seed)
         self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
         self.setup_sandbox: Sandbox | None = None
         self.profile: Profile | None = None
@@ -239,12 +278,21 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(interrupted=exc_type is not None)
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """Close every sandbox and drop the staging directory; `interrupted` (the run did not finish): keep
+        its valid artifacts there, for a rerun of the same seed to reuse (they are its work, in its order)."""
         self.engine.close()
-        shutil.rmtree(self.engine.staging, ignore_errors=True)
+        if not interrupted:
+            shutil.rmtree(self.engine.staging, ignore_errors=True)
+            return
+        kept = _keep_valid(self.engine.staging)
+        if kept:
+            self.emit(Event("note", f"the run did not finish: {plural(kept, 'valid artifact')} kept in "
+                                    f"{self.engine.staging}; rerun the same command (same --seed) to reuse "
+                                    "them without validating them again"))
 
     @property
     def repo(self) -> RepoView:
@@ -516,7 +564,7 @@ def _finalize(streams: list[_Stream], out: Path) -> list[InjectedArtifact]:
     for s in streams:
         for o in s.kept:
             c = o.candidate
-            if o.status == REUSED:
+            if o.status == REUSED and o.artifact is not None and o.artifact.parent != out / STAGING:
                 dest = o.artifact
             else:
                 dest = out / (o.artifact_id or "")
