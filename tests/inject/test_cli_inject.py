@@ -90,3 +90,17 @@ def test_inject_json_counts_the_test_runs_made_when_the_original_run_was_cached(
     assert "original run taken from the cache" in notes  # the case under test happened
     data = json.loads((out / "inject.json").read_text())
     assert sum(st["runs"] for st in data["by_strategy"].values()) == len(counts)
+
+
+def test_inject_in_a_log_prints_progress_lines(units_repo, tmp_path, local_backend_sandbox, capsys, monkeypatch):
+    """Not on a terminal (a log, a pipe, CI), Rich draws no bar: plain progress lines go to stderr instead."""
+    import ssrkit.cli.progress as progress
+
+    monkeypatch.setattr(progress, "EVERY", 0.0)
+    code, out, err = run_cli(["inject", str(units_repo), "--out", str(tmp_path), "--n", "1",
+                              "--strategy", "expression", "--seed", "5"], capsys)
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("inject: ")]
+    assert lines[0].startswith("inject: 0/1, 0s — ") and "test runner" in lines[0]
+    assert any(line.startswith("inject: 1/1, ") and "1 valid — expression: valid" in line for line in lines)
+    assert "1/1 valid artifact(s) written" in out

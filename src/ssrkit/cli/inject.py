@@ -7,7 +7,6 @@ from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import SsrkitError
@@ -18,7 +17,8 @@ from ..sandbox import SandboxOptions
 from ..source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
-                     TokenIdsOpt, WorkdirOpt, config_for, console, print_json)
+                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, print_json)
+from .progress import progress
 
 EPILOG = """
 [bold]Examples[/]
@@ -148,23 +148,21 @@ def _inject_procedural(source: RepoSource, out: Path, n: int, kwargs: dict[str, 
         raise typer.Exit(0 if report.written >= n else 1)
 
     counts = {"tried": 0, "valid": 0}
-    with Progress(TextColumn("[bold]inject"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as progress:
-        task = progress.add_task("starting", total=n)
+    with progress("inject", n, console, err_console) as ticker:
 
         def on_event(e: Event) -> None:
             if e.kind == "phase":
-                progress.update(task, description=escape(e.message))
+                ticker.update(description=e.message)
                 return
             if e.kind == "note":
-                progress.console.print(f"[dim]note:[/] {escape(e.message)}")
+                ticker.note(e.message)
                 return
             o = e.outcome
             counts["tried"] += 1
             counts["valid"] += bool(o and o.valid)
-            progress.update(task, completed=min(n, counts["valid"]),
-                            description=f"{counts['tried']} tried, {counts['valid']} valid"
-                                        + (f" — {escape(o.candidate.strategy)}: {o.status}" if o else ""))
+            ticker.update(completed=min(n, counts["valid"]),
+                          description=f"{counts['tried']} tried, {counts['valid']} valid"
+                                      + (f" — {o.candidate.strategy}: {o.status}" if o else ""))
 
         report = inject_procedural(source, out, on_event=on_event, **kwargs)
     render(report, n, out)
@@ -185,13 +183,11 @@ def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, s
         report = inject_llm(source, out, **kwargs)
         print_json([r.to_dict() for r in report.artifacts])
     else:
-        with Progress(TextColumn("[bold]inject (llm)"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("{task.description}"), console=console, transient=True) as progress:
-            task = progress.add_task("", total=n)
+        with progress("inject (llm)", n, console, err_console) as ticker:
 
             def done(r: Injection) -> None:
                 verdict = "valid" if r.valid else ("invalid" if r.id else r.exit_status)
-                progress.update(task, advance=1, description=f"{r.strategy}: {verdict}")
+                ticker.update(advance=1, description=f"{r.strategy}: {verdict}")
 
             report = inject_llm(source, out, on_done=done, **kwargs)
         render_llm(report, out)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Any, List, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..agents.endpoints import client_from_config
@@ -23,6 +22,7 @@ from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOp
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, safe,
                      source_for)
+from .progress import progress
 
 EPILOG = """
 [bold]Examples[/]
@@ -159,12 +159,10 @@ def _read_patch(path: Path) -> str:
 def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:
     if quiet:
         return run(None)
-    with Progress(TextColumn(f"[bold]{safe(label)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=err_console, transient=True) as progress:
-        task = progress.add_task("", total=None)
+    with progress(label, None, err_console, err_console) as ticker:
 
         def done(record: dict[str, Any]) -> None:
-            progress.update(task, advance=1, description=safe(f"{Path(record['artifact']).name}/{record['attempt']}"))
+            ticker.update(advance=1, description=f"{Path(record['artifact']).name}/{record['attempt']}")
 
         return run(done)
 

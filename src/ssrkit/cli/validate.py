@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any, List, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..artifact import Artifact, find_artifacts
@@ -14,8 +13,9 @@ from ..executor import Shard, executor_from_config, shard_items
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator, validate_all
 from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
-                     RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, config_for, console, explicit_source, print_json, safe,
-                     source_for)
+                     RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, config_for, console, err_console, explicit_source,
+                     print_json, safe, source_for)
+from .progress import progress
 
 EPILOG = """
 [bold]Examples[/]
@@ -118,13 +118,11 @@ def _validate(items, validator: Validator, redo: bool, quiet: bool, ex) -> tuple
         results = validate_all(items, validator, redo=redo, executor=ex,
                                on_done=lambda art, _result, was: note(art, was))
         return results, reused
-    with Progress(TextColumn("[bold]validate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as progress:
-        task = progress.add_task("", total=len(items))
+    with progress("validate", len(items), console, err_console) as ticker:
 
         def done(art: Artifact, result: dict[str, Any], was_reused: bool) -> None:
             note(art, was_reused)
-            progress.update(task, advance=1, description=safe(art.name))
+            ticker.update(advance=1, description=art.name)
 
         return validate_all(items, validator, redo=redo, on_done=done, executor=ex), reused
 
