@@ -7,7 +7,8 @@ Two repositories are generated in a temp dir: `small` (about 20 files) and `medi
   setup cold  first sandbox of the repository in this process (local: copies the repository into the
               RAM cache; docker: container start), pristine snapshot included; local: the median over
               --cold copies of the repository (each path is a state of its own, so each is a first copy),
-              all written to disk (`sync`) before any is timed, as a user's repository is
+              all written to disk (`sync`) before any is timed, as a user's repository is; printed with
+              the copy's floor here and now (a tar pipe of the same copies alone, timed after each)
   setup warm  a further sandbox of the same repository (local: `cp -a` of the cache)
   exec        `true` through `run()` (process start, isolation, output pipe, leftover check), commands
               back to back: the next command's sandbox has no time to start ahead (local-bwrap)
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -77,20 +79,36 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def copy_floor(repo: Path) -> float:
+    """The time of the copy alone, here and now: a tar pipe of `repo` into RAM, timed right after the
+    repository's first sandbox (the same page-cache state), none of ssrkit's work around it."""
+    dest = tempfile.mkdtemp(prefix="ssrkit-floor-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        t = time.perf_counter()
+        subprocess.run(f"tar --format=posix -C {shlex.quote(str(repo))} -cf - . | tar -C {shlex.quote(dest)} -xpf -",
+                       shell=True, check=True)
+        return time.perf_counter() - t
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
 def bench(source: RepoSource, runs: int, others: list[RepoSource] = ()) -> dict[str, float]:
     """`others`: more first sandboxes to time, of copies of the same repository (closed at once)."""
     out: dict[str, float] = {}
     opts = SandboxOptions()
-    colds = []
+    colds, floors = [], []
     for other in others:
         t = time.perf_counter()
         sb = open_sandbox(other, "local", opts)
         colds.append(time.perf_counter() - t)
         sb.close()
+        floors.append(copy_floor(Path(other.path)))
     t = time.perf_counter()
     sb = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
     colds.append(time.perf_counter() - t)
     out["setup cold"] = statistics.median(colds)
+    if floors:
+        out["copy floor"] = statistics.median(floors)
     t = time.perf_counter()
     sb2 = open_sandbox(source, "auto" if source.kind == "image" else "local", opts)
     out["setup warm"] = time.perf_counter() - t
@@ -203,6 +221,9 @@ def main() -> None:
         for what, got, goal, ok in rows:
             print(f"{what:<44} {got:>14} {goal:>14}  {'' if ok is None else 'yes' if ok else 'NO'}")
         print(f"exec{floor}")
+        if "copy floor" in m:
+            print(f"workspace cold (a tar pipe of the repository alone here and now: {m['copy floor'] * 1000:.0f} ms, "
+                  f"so ssrkit's own part is {(m['setup cold'] - m['copy floor']) * 1000:.0f} ms)")
     if images:
         subprocess.run(["docker", "rmi", "-f", *images], capture_output=True)
 
