@@ -32,7 +32,7 @@ from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_art
 from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
-from .inject.summary import INJECT_SUMMARY, discarded_by_strategy
+from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
 from .source import RepoSource
 
 POOL = "pool.json"
@@ -208,8 +208,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     """The numbers of one round, recomputed from the artifact files on disk (and pool.json for the pool).
 
     injected / valid / validity_rate: injection attempts of the round (artifacts in inject/ plus the
-    candidates or agent runs the injector discarded, from each inject.json) and how many gave a valid
-    artifact; validity_by_strategy the same per strategy ("valid/injected"). tasks: valid artifacts solved
+    candidates or agent runs the injector discarded, from each inject.json or a shard's inject-K-of-N.json)
+    and how many gave a valid artifact; validity_by_strategy the same per strategy ("valid/injected"). tasks: valid artifacts solved
     this round (new and carried). attempts / solved / solve_rate: over every attempt of those tasks;
     mean_artifact_solve_rate: the mean of their solve rates. injector_reward_mean: over this round's new
     artifacts (invalid ones count −1); solver_reward_mean: over every attempt. higher_order: valid
@@ -230,7 +230,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         st[0] += ok
         st[1] += 1
     # candidates (or agent runs) that injection tried and discarded count against validity too
-    for summary in (round_dir(run, round_no) / "inject").rglob(INJECT_SUMMARY):
+    for summary in (round_dir(run, round_no) / "inject").rglob(INJECT_SUMMARIES):
         for strategy, discarded in discarded_by_strategy(summary).items():
             by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())

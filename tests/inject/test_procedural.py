@@ -13,6 +13,7 @@ import pytest
 
 from ssrkit import patch as patches
 from ssrkit.artifact import CORE_FILES, Artifact
+from ssrkit.executor import Shard
 from ssrkit.inject.procedural import Candidate, Session, inject
 from ssrkit.inject.runner import locate_test
 from ssrkit.validate import Settings, Validator
@@ -197,6 +198,30 @@ def test_staged_artifacts_of_another_seed_are_dropped(calc_run, calc_repo, sandb
     shutil.copytree(next(a.path for a in result.artifacts if a.strategy == "expression"), stale)  # seed 1's
     again = inject(calc_repo, out, n=1, seed=2, strategies="removal", sandbox_factory=sandbox_factory)
     assert not again.artifacts[0].reused and not (out / ".staging").exists()
+
+
+def test_shards_sharing_an_output_directory_keep_their_own_work(calc_repo, sandbox_factory, tmp_path):
+    """Shards may write into one directory: each stages, keeps and records its own (a shard's start or end
+    never removes another's work in progress)."""
+    out = tmp_path / "out"
+
+    def stop_at_first_valid(e):
+        if e.kind == "candidate" and e.outcome.valid:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
+               on_event=stop_at_first_valid, sandbox_factory=sandbox_factory)
+    kept = sorted(p.name for p in (out / ".staging-1-of-2").iterdir())
+    assert len(kept) == 1
+    second = inject(calc_repo, out, n=1, seed=1, strategies="expression", shard=Shard(2, 2),
+                    sandbox_factory=sandbox_factory)
+    assert len(second.artifacts) == 1 and (out / "inject-2-of-2.json").is_file()
+    assert sorted(p.name for p in (out / ".staging-1-of-2").iterdir()) == kept
+    first = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
+                   sandbox_factory=sandbox_factory)
+    assert any(a.reused for a in first.artifacts) and (out / "inject-1-of-2.json").is_file()
+    assert not (out / "inject.json").exists() and not list(out.glob(".staging*"))
 
 
 def test_unittest_repository(units_repo, sandbox_factory, tmp_path):

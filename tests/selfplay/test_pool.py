@@ -118,8 +118,9 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     run = tmp_path / "run"
     make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[True, False, False, False])
     make_artifact(inject_dir(run, 1) / "b", repo, 2, valid=False)
-    atomic_write_json(inject_dir(run, 1) / "inject.json",
-                      {"by_strategy": {"expression": {"tried": 5, "valid": 1, "kept": 1}}})
+    atomic_write_json(inject_dir(run, 1) / "inject-1-of-2.json",  # two shards' records in one directory
+                      {"by_strategy": {"expression": {"tried": 3, "valid": 1, "kept": 1}}})
+    atomic_write_json(inject_dir(run, 1) / "inject-2-of-2.json", {"by_strategy": {"expression": {"tried": 2}}})
     first = close_round(run, 1)
     pool_text, metrics_text = (run / POOL).read_text(), (run / METRICS).read_text()
     again = close_round(run, 1)

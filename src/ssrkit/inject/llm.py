@@ -344,7 +344,7 @@ def inject_llm(
             ex.close()
     report = InjectReport(AGENT, n, [records[k] for k in range(len(args))], dict(sorted(stats.items())),
                           seconds=time.monotonic() - started)
-    report.write(out)
+    report.write(out, shard)
     return report
 
 

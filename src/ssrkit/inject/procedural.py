@@ -51,6 +51,13 @@ __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
 
 STAGING = ".staging"  # in the output directory: artifacts being made and validated (hidden: never an artifact)
+
+
+def staging_for(shard: Shard | None) -> str:
+    """The staging directory's name in the output directory: one per shard (shards may share `out`)."""
+    return STAGING if shard is None else f"{STAGING}-{shard.k}-of-{shard.n}"
+
+
 MIN_SCREEN_TIMEOUT = 15.0  # seconds
 COVERAGE_TIMEOUT = 600.0  # seconds for the whole suite under coverage (default of [inject] coverage_timeout)
 SCREEN_TIMEOUT_FACTOR = 3.0  # × the whole suite's duration under coverage
@@ -180,9 +187,9 @@ def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None
     return hashlib.sha256(bug.read_bytes()).hexdigest(), Existing(d, meta, validation, staged, art_id)
 
 
-def _scan_existing(out: Path, seed: int) -> dict[str, Existing]:
+def _scan_existing(out: Path, staging: Path, seed: int) -> dict[str, Existing]:
     """Artifacts already in the output directory, by the hash of their bug diff; then the valid artifacts
-    an interrupted run of this seed left in staging (anything else there is removed)."""
+    an interrupted run of this seed (and shard) left in `staging` (anything else there is removed)."""
     found: dict[str, Existing] = {}
     if not out.is_dir():
         return found
@@ -192,7 +199,6 @@ def _scan_existing(out: Path, seed: int) -> dict[str, Existing]:
         item = _read_existing(d)
         if item is not None and item[0] not in found:
             found[item[0]] = item[1]
-    staging = out / STAGING
     for d in sorted(staging.iterdir()) if staging.is_dir() else ():
         item = _read_existing(d, staged=True) if d.is_dir() else None
         inj = item[1].metadata.injector if item else {}
@@ -232,7 +238,7 @@ class Session:
                  config: Config | None = None, settings: Settings | None = None, backend: str | None = None,
                  options: SandboxOptions | None = None, cache: bool = True,
                  on_event: Callable[[Event], None] | None = None,
-                 sandbox_factory: Callable[[RepoSource], Sandbox] | None = None):
+                 sandbox_factory: Callable[[RepoSource], Sandbox] | None = None, shard: Shard | None = None):
         self.source = repo if isinstance(repo, RepoSource) else RepoSource.local(repo)
         if config is None:
             config = load_config(None, Path(self.source.path) if self.source.kind == "local" else None)
@@ -243,6 +249,9 @@ class Session:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.seed = seed
+        #: evaluate only the candidates of this shard K/N (stream index mod N = K−1): N shards evaluate
+        #: disjoint candidates, each into a staging directory of its own (they may share `out`)
+        self.shard = shard
         self.cache = cache
         self.notes: list[str] = []
         user_event = on_event or (lambda e: None)
@@ -265,10 +274,10 @@ class Session:
                 return open_sandbox(src, be, opts)
 
         #: evaluates candidates in the workers' sandboxes (tests reach its `sandbox()` and `screen_timeout`)
-        self.engine = Evaluator(self.source, self.out / STAGING, seed=seed, settings=self.settings,
+        self.engine = Evaluator(self.source, self.out / staging_for(shard), seed=seed, settings=self.settings,
                                 opener=sandbox_factory)
         self._unit_env: Any = None  # what candidates take to another machine (`submit`), made on first use
-        self.engine.existing = _scan_existing(self.out, seed)
+        self.engine.existing = _scan_existing(self.out, self.engine.staging, seed)
         self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
         self.setup_sandbox: Sandbox | None = None
         self.profile: Profile | None = None
@@ -426,10 +435,9 @@ class Session:
         return outcome
 
     def run(self, n: int, *, jobs: int = 1, strategies: tuple[str, ...] = STRATEGIES,
-            max_tries: int | None = None, shard: Shard | None = None, executor: Executor | None = None,
+            max_tries: int | None = None, executor: Executor | None = None,
             ) -> tuple[list[InjectedArtifact], dict[str, StrategyStats]]:
-        """`n` valid artifacts; with `shard` K/N, only from the candidates of that shard (stream index
-        mod N = K−1), so N shards evaluate disjoint candidates (give each its share of the round's n).
+        """`n` valid artifacts (of this session's shard: give each shard its share of the round's n).
         Each candidate is a unit of `executor` (default: the local pool of `jobs` worker sandboxes)."""
         strategies = parse_strategies(strategies)
         quotas = _quotas(n, strategies)
@@ -437,8 +445,8 @@ class Session:
         def cap(q: int) -> int:
             return max_tries if max_tries is not None else 20 * q + 20
 
-        streams = {s: _Stream(s, quotas[s], self.stream(s) if s != COMBINE else None, cap(quotas[s]), shard=shard)
-                   for s in strategies}
+        streams = {s: _Stream(s, quotas[s], self.stream(s) if s != COMBINE else None, cap(quotas[s]),
+                              shard=self.shard) for s in strategies}
         base_streams = [streams[s] for s in strategies if s != COMBINE]
         self.emit(Event("phase", f"injecting {n} bug(s): {', '.join(f'{s} {quotas[s]}' for s in strategies)}"))
         with ExitStack() as stack:
@@ -453,7 +461,7 @@ class Session:
                     comb.quota = len(comb.kept)
                     if _redistribute(base_streams, deficit):
                         _settle(self, base_streams, pool)
-        artifacts = _finalize([streams[s] for s in strategies], self.out)
+        artifacts = _finalize([streams[s] for s in strategies], self.out, self.engine.staging)
         stats = {}
         for s in strategies:
             st = stats[s] = StrategyStats(runs=0, seconds=0.0)
@@ -503,9 +511,9 @@ def inject(
         raise SsrkitError("--jobs must be at least 1")
     strategies = parse_strategies(strategies)
     with Session(repo, out, seed=seed, config=config, settings=settings, backend=backend, options=options,
-                 cache=cache, on_event=on_event, sandbox_factory=sandbox_factory) as session:
+                 cache=cache, on_event=on_event, sandbox_factory=sandbox_factory, shard=shard) as session:
         session.setup(history=HISTORY in strategies)
-        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries, shard=shard,
+        artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries,
                                        executor=executor)
         try:
             session.config.write(session.out / "inject-config.toml")
@@ -516,7 +524,7 @@ def inject(
                               runner=session.profile.runner, n_tests=len(session.testmap.outcomes),
                               coverage_seconds=session.testmap.seconds, tracer=session.testmap.tracer,
                               notes=list(session.notes), diagnosis=[] if artifacts else session.diagnose(stats))
-    report.write(out)
+    report.write(out, shard)
     return report
 
 
@@ -558,13 +566,13 @@ def _settle(session: Session, streams: list[_Stream], pool: Executor) -> None:
         return
 
 
-def _finalize(streams: list[_Stream], out: Path) -> list[InjectedArtifact]:
-    """Move kept artifacts from staging to out/<id>; everything else in staging is dropped."""
+def _finalize(streams: list[_Stream], out: Path, staging: Path) -> list[InjectedArtifact]:
+    """Move kept artifacts from `staging` to out/<id>; everything else in staging is dropped."""
     result = []
     for s in streams:
         for o in s.kept:
             c = o.candidate
-            if o.status == REUSED and o.artifact is not None and o.artifact.parent != out / STAGING:
+            if o.status == REUSED and o.artifact is not None and o.artifact.parent != staging:
                 dest = o.artifact
             else:
                 dest = out / (o.artifact_id or "")

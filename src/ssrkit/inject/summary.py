@@ -16,12 +16,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from ..fsutil import atomic_write_json, read_json
 
+if TYPE_CHECKING:
+    from ..executor import Shard
+
 #: the file name, in the injector's output directory
 INJECT_SUMMARY = "inject.json"
+#: every run's record in an output directory: `inject.json`, and `inject-K-of-N.json` of each shard (shards may
+#: share one output directory)
+INJECT_SUMMARIES = "inject*.json"
+
+
+def summary_name(shard: Shard | None = None) -> str:
+    """The name of a run's record: one per shard, so shards writing into one directory keep theirs."""
+    return INJECT_SUMMARY if shard is None else f"inject-{shard.k}-of-{shard.n}.json"
 
 
 @dataclass
@@ -114,9 +125,9 @@ class InjectReport:
                            "notes": self.notes, "diagnosis": self.diagnosis}
         return data
 
-    def write(self, out: str | Path) -> Path:
-        """Write `out/inject.json` (atomically); returns its path."""
-        path = Path(out) / INJECT_SUMMARY
+    def write(self, out: str | Path, shard: Shard | None = None) -> Path:
+        """Write `out/inject.json` (`inject-K-of-N.json` for a shard) atomically; returns its path."""
+        path = Path(out) / summary_name(shard)
         atomic_write_json(path, self.to_dict())
         return path
 
