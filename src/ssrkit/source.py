@@ -61,19 +61,21 @@ class RepoSource:
         raise SsrkitError(f"artifact.toml: unknown repo kind {kind!r} (expected 'local' or 'image')")
 
 
-def require_git_toplevel(path: Path) -> None:
-    """SsrkitError unless `path` is the top directory of a git work tree (what artifact.toml may name).
+def require_git_toplevel(path: Path, role: str = "artifact.toml: [repo] path",
+                         fix: str = "an artifact's repository must be a git work tree (or an image) — fix "
+                                    "artifact.toml or pass --repo PATH") -> None:
+    """SsrkitError unless `path` is the top directory of a git work tree: what artifact.toml may name, and
+    what `inject` needs (the history strategy reads git log, diffs are git diffs, the workspace is the tree).
 
     Checked where a sandbox is opened or a fingerprint taken on a source from artifact.toml, so that no
-    directory (`/`, a home directory) is walked or copied on an artifact's say-so."""
+    directory (`/`, a home directory) is walked or copied on an artifact's say-so. `role` names the path in
+    the message, `fix` says what to do about it."""
     proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                           errors="replace")
     top = proc.stdout.strip()
     if proc.returncode != 0 or Path(top).resolve() != path:
         where = f"; its repository is {top}" if proc.returncode == 0 and top else ""
-        raise SsrkitError(f"artifact.toml: [repo] path {path} is not the top of a git repository{where}; an "
-                          f"artifact's repository must be a git work tree (or an image) — fix artifact.toml "
-                          f"or pass --repo PATH")
+        raise SsrkitError(f"{role} {path} is not the top of a git repository{where}; {fix}")
 
 
 def git(path: str | Path, *args: str, check: bool = True) -> str:

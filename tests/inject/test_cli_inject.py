@@ -44,6 +44,21 @@ def test_inject_usage_errors(units_repo, tmp_path, capsys, args, message):
     assert code == 2 and message in " ".join(err.split())
 
 
+def test_inject_needs_the_top_of_a_git_work_tree_and_a_directory_to_write(units_repo, tmp_path, capsys):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_text("x = 1\n")
+    code, _, err = run_cli(["inject", str(plain), "--out", str(tmp_path / "o")], capsys)
+    err = " ".join(err.split())
+    assert code == 2 and "is not the top of a git repository" in err and "git init" in err
+    code, _, err = run_cli(["inject", str(units_repo / "tests"), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and f"its repository is {units_repo}" in "".join(err.split("\n"))
+    (tmp_path / "file").write_text("")
+    code, _, err = run_cli(["inject", str(units_repo), "--out", str(tmp_path / "file")], capsys)
+    assert code == 2 and "is a file; give a directory" in " ".join(err.split()) and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
 class _CountingSandbox:
     """A local sandbox that counts the test runs made in it: pre-screens (fail-fast) and test-script runs."""
 

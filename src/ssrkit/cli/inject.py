@@ -14,7 +14,7 @@ from ..agents.endpoints import client_from_config
 from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
-from ..source import RepoSource
+from ..source import RepoSource, require_git_toplevel
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, print_json)
@@ -102,6 +102,11 @@ def inject(
     if (repo is None) == (image is None):
         raise SsrkitError("give a repository path or --image NAME (exactly one)")
     source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or "/testbed")
+    if source.kind == "local":
+        require_git_toplevel(Path(source.path), "repository", "inject works on the top of a git work tree (to make "
+                             "one of a plain directory: git init && git add -A && git commit -m base)")
+    if out.exists() and not out.is_dir():
+        raise SsrkitError(f"--out {out} is a file; give a directory (it is made if missing)")
     if agent not in AGENTS:
         raise SsrkitError(f"--agent {agent!r} is not available (available: {', '.join(sorted(AGENTS))})")
     cfg = config_for(config, Path(source.path) if source.kind == "local" else None)
