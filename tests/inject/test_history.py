@@ -171,3 +171,21 @@ def test_list_commits_skips_commits_without_tests(hist):
     commits = list_commits(hist.setup_sandbox, list(Settings().test_patterns))
     assert [c.subject for c in commits] == [c.subject for c in hist.commits]
     assert [c.subject for c in commits][-1] == FIX_CLAMP  # newest first; the root commit is left out
+
+
+def test_a_root_test_py_that_no_pattern_names_still_makes_history(tmp_path):
+    """A repository whose tests live in a root `test.py` (python-slugify): no test pattern names it, but the
+    runner runs it, so commits that changed it with the code are fixes to undo like any other."""
+    repo = tmp_path / "rootcalc"
+    git(repo.parent, "init", "-q", "-b", "main", repo.name)
+    tests_v1 = CALC_TEST_OPS_V1.replace("from calc.ops", "from ops")
+    write_tree(repo, {"ops.py": CALC_OPS_V1, "test.py": tests_v1, ".gitignore": "__pycache__/\n",
+                      "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"test.py\"]\n"})
+    commit_all(repo, "Add ops")
+    write_tree(repo, {"ops.py": CALC_OPS, "test.py": CALC_TEST_OPS.replace("from calc.ops", "from ops")})
+    commit_all(repo, FIX_CLAMP)
+    with Session(repo, tmp_path / "out", seed=5, sandbox_factory=local_sandbox) as s:
+        s.setup()
+        assert [(c.subject, c.code_files, c.test_files) for c in s.commits] == [(FIX_CLAMP, ("ops.py",), ("test.py",))]
+        cand = next(s.stream("history"))
+        assert cand.target.endswith(":ops.py") and s.evaluate(cand).valid

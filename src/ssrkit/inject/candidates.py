@@ -134,10 +134,10 @@ class RepoView:
         self.test_patterns = test_patterns
         self.passing = tm.passing() - set(profile.exclude_tests) - tm.doctests
         self.modules: dict[str, _Module] = {}
-        # files that define test functions are tests even when no test pattern names them (a root `test.py`)
-        defining = {tm.file_of(t) for t in tm.outcomes if t not in tm.doctests}
+        #: files that define test functions: tests even when no test pattern names them (a root `test.py`)
+        self.test_files = frozenset(f for f in (tm.file_of(t) for t in tm.outcomes if t not in tm.doctests) if f)
         for path in tm.code_files(test_patterns):
-            if path in defining:
+            if path in self.test_files:
                 continue
             try:
                 text = sb.read_file(path).decode("utf-8")

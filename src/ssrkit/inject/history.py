@@ -51,8 +51,11 @@ class Revert:
     whole: bool  # True: the file as it was before the commit (fallback); False: only the commit's hunks undone
 
 
-def list_commits(sandbox: Sandbox, test_patterns: list[str], *, rev: str = "HEAD", limit: int = 500) -> list[Commit]:
-    """Non-merge commits reachable from `rev` that modified code files and touched test files, newest first."""
+def list_commits(sandbox: Sandbox, test_patterns: list[str], *, rev: str = "HEAD", limit: int = 500,
+                 test_files: frozenset[str] | set[str] = frozenset()) -> list[Commit]:
+    """Non-merge commits reachable from `rev` that modified code files and touched test files, newest first.
+    Test files: those `test_patterns` name, and `test_files` (today's files that define tests, where no
+    pattern names them: a root `test.py`)."""
     cmd = (f"git log --no-merges --no-renames -n {int(limit)} --format='%x00%H%x09%P%x09%s' --raw --numstat "
            f"{shlex.quote(rev)} --")
     res = sandbox.run(cmd, timeout=120, env={"GIT_OPTIONAL_LOCKS": "0"})
@@ -75,9 +78,9 @@ def list_commits(sandbox: Sandbox, test_patterns: list[str], *, rev: str = "HEAD
             elif line.count("\t") >= 2:  # numstat: "added\tdeleted\tpath" ("-" for binary files)
                 added, deleted, path = line.split("\t", 2)
                 size[path] = sum(int(n) for n in (added, deleted) if n.isdigit())
-        tests = sorted(p for p in status if is_test_like(p, test_patterns))
-        code = sorted(p for p, s in status.items()
-                      if s.startswith("M") and p.endswith(".py") and not is_test_like(p, test_patterns))
+        tests = sorted(p for p in status if p in test_files or is_test_like(p, test_patterns))
+        code = sorted(p for p, s in status.items() if s.startswith("M") and p.endswith(".py")
+                      and p not in test_files and not is_test_like(p, test_patterns))
         if code and tests:
             out.append(Commit(sha, subject, tuple(code), tuple(tests), sum(size.get(p, 0) for p in code)))
     return out

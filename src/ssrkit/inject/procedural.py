@@ -343,7 +343,8 @@ class Session:
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
         self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
         if history:
-            self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD")
+            self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD",
+                                        test_files=self.repo.test_files)
 
     def stream(self, strategy: str, pool: list[Outcome] | None = None) -> Iterator[Candidate]:
         """The seeded candidate stream of one strategy (`combine` needs the pool of valid outcomes)."""
