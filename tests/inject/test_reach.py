@@ -370,3 +370,13 @@ def test_tests_of_imported_classes_are_located_where_they_are_defined():
     own = TestLocation("tests/pkg/test_rel.py", ("TestRel",), "test_own")
     assert relocate(own, read, files) == own
     assert remove_tests(files["tests/pkg/test_base.py"], [base], base.file) == ""
+
+
+def test_a_python_the_sandbox_cannot_find_says_to_activate_the_virtualenv(tmp_path, sandbox_factory):
+    from ssrkit.errors import SsrkitError
+
+    repo = _repo(tmp_path, "nopython", _calc_files(**{"ssrkit.toml": '[inject]\npython = "python-not-installed"\n'}))
+    with Session(repo, tmp_path / "s", sandbox_factory=sandbox_factory) as s:
+        with pytest.raises(SsrkitError, match="python-not-installed.*not found in the sandbox.*activate the "
+                                              "repository's virtualenv"):
+            s.setup(history=False)

@@ -188,6 +188,11 @@ def run_with_coverage(sandbox: Sandbox, command: str, *, python: str, timeout: f
                        f"{python} {shlex.quote(helper_dir + '/dump.py')} {shlex.quote(sandbox.root)} "
                        f"{shlex.quote(out_dir)} {shlex.quote(out_file)}", timeout=max(60.0, timeout / 4))
     if not dump.ok:
+        if dump.exit_code == 127:  # the shell found no such command
+            raise SsrkitError(f"the Python that runs the repository's tests ({python}) is not found in the sandbox, "
+                              "which sees the environment ssrkit runs in: activate the repository's virtualenv "
+                              "first, or name its interpreter as [inject] python in ssrkit.toml "
+                              f"({dump.output.strip()[-200:]})")
         raise SsrkitError(f"could not read the per-test coverage data: {dump.output.strip()[-400:]}")
     data = json.loads(sandbox.read_file(out_file).decode("utf-8"))
     data["seconds"] = seconds
