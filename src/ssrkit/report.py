@@ -11,8 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .artifact import find_artifacts
 from .errors import SsrkitError
-from .pool import Pool, round_artifacts, round_metrics, round_numbers
+from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -64,7 +65,13 @@ def build_report(run: Path) -> dict[str, Any]:
         raise SsrkitError(f"{run}: no such run directory")
     rounds = round_numbers(run)
     if not rounds:
-        raise SsrkitError(f"{run}: no round-NNN directories; is it a run directory?")
+        try:
+            hint = "; it holds artifacts: `ssrkit reward` scores them" if find_artifacts([run]) else ""
+        except SsrkitError:
+            hint = ""
+        raise SsrkitError(f"{run}: no round-NNN directories: `ssrkit report` reads a self-play run "
+                          f"({round_dir(run, 1).name}/inject/<repo>/<id>/ and so on, as `make selfplay` and the "
+                          f"recipes write it; recipes/README.md){hint}")
     pool = Pool.load(run)
     per_round = [round_metrics(run, n, pool) for n in rounds]
     rates: list[float] = []  # solve rate of every valid artifact solved, per round it was solved in

@@ -139,3 +139,18 @@ def test_report_without_matplotlib_says_so_and_still_reports(offline_run, tmp_pa
     assert "Traceback" not in proc.stderr
     report = json.loads(proc.stdout)
     assert report["plots"] == [] and report["rounds"] and not (tmp_path / "plots").exists()
+
+
+def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
+    from ssrkit.errors import SsrkitError
+    from ssrkit.report import build_report
+
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(SsrkitError, match=r"no round-NNN directories: `ssrkit report` reads a self-play run "
+                                          r"\(round-001/inject/<repo>/<id>/.*recipes/README.md\)$"):
+        build_report(tmp_path / "plain")
+    art = tmp_path / "arts" / "a1"
+    art.mkdir(parents=True)
+    (art / "bug_inject.diff").write_text("")
+    with pytest.raises(SsrkitError, match="it holds artifacts: `ssrkit reward` scores them"):
+        build_report(tmp_path / "arts")
