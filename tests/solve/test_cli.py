@@ -87,3 +87,18 @@ def test_solve_refuses_what_is_not_validated(calc_repo, calc_artifact, tmp_path)
     assert "validate it first" in cli("solve", calc_artifact.path, "--solver", "null", code=2)
     assert "validate it first" in cli("reward", fresh.path, code=2)
     assert "not both" in cli("solve", fresh.path, "--regrade", "--patch", "x.diff", code=2)
+
+
+def test_the_table_says_why_a_solver_submitted_nothing(calc_artifact):
+    from ssrkit.cli.solve import reason
+
+    out = cli("solve", calc_artifact.path, "--solver", "null", "--attempts", "1")
+    assert "no fix submitted" in " ".join(out.split())
+    again = " ".join(cli("solve", calc_artifact.path, "--solver", "null", "--attempts", "1").split())
+    assert "already has as many attempts as asked (raise --attempts, or --redo" in again
+    gave_up = {"passed": False, "reason": "2 of 2 FAIL_TO_PASS test(s) do not pass", "fix_files": [],
+               "solver_info": {"note": "gave up: no inverse mutation at the 25 most suspicious line(s)"}}
+    assert reason(gave_up) == "no fix submitted: gave up: no inverse mutation at the 25 most suspicious line(s)"
+    assert reason({**gave_up, "solver_info": {"exit_status": "LimitsExceeded"}}) == \
+        "no fix submitted: LimitsExceeded"
+    assert reason({**gave_up, "fix_files": ["calc/ops.py"]}) == gave_up["reason"]  # a fix that fails: the tests say

@@ -167,6 +167,17 @@ def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:
         return run(done)
 
 
+def reason(record: dict[str, Any]) -> str:
+    """Why an attempt failed, as the table shows it: where the solver submitted no fix, what the solver said
+    (its note, its error or exit status) comes first: the tests failing as they did is then no news."""
+    if record.get("passed") or record.get("fix_files"):
+        return record.get("reason", "")
+    info = record.get("solver_info") or {}
+    status = info.get("exit_status")
+    said = info.get("note") or info.get("error") or (status if status not in (None, "submitted") else None)
+    return f"no fix submitted: {said}" if said else "no fix submitted (an empty patch)"
+
+
 def _render(records: list[dict[str, Any]], as_json: bool, items: list[tuple[Artifact, RepoSource]]) -> None:
     if as_json:
         print_json(records)
@@ -178,14 +189,16 @@ def _render(records: list[dict[str, Any]], as_json: bool, items: list[tuple[Arti
         table.add_column("solver")
         table.add_column("verdict", no_wrap=True)
         table.add_column("reason", overflow="fold")
-        table.add_column("time", justify="right")
+        table.add_column("time", justify="right")  # the solver's and the grading's
         for r in records:
+            info = r.get("solver_info") or {}
+            secs = float(r.get("seconds") or 0) + float(info.get("seconds") or 0)
             table.add_row(safe(Path(r["artifact"]).name), r["attempt"], safe(str(r["solver"])),
-                          "[green]✔ solved[/]" if r["passed"] else "[red]✘ failed[/]", safe(r["reason"]),
-                          f"{r.get('seconds', 0):.1f}s")
+                          "[green]✔ solved[/]" if r["passed"] else "[red]✘ failed[/]", safe(reason(r)), f"{secs:.1f}s")
         console.print(table)
     else:
-        console.print("nothing to do: every artifact already has its attempts (use --attempts N or --redo)")
+        console.print("nothing to do: every artifact already has as many attempts as asked (raise --attempts, "
+                      "or --redo to grade them again)")
     for art, _ in items:
         recs = attempt_records(art)
         solved = sum(1 for r in recs if r.get("passed"))
