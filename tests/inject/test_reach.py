@@ -93,6 +93,10 @@ def test_readme_doctests_and_doctest_modules_are_never_parsed_as_python(tmp_path
         lines = s.diagnose({"expression": StrategyStats(tried=4, statuses={"harmless": 3, "timeout": 1})})
         assert lines[0] == "every one of the 4 candidate(s) was discarded: harmless 3, timeout 1"
         assert lines[1] == "e.g. harmless: no selected test fails" and lines[-1].startswith("setting: --max-tries")
+        # no candidate at all: the strategies this run left out are named
+        lines = s.diagnose({"expression": StrategyStats(), "history": StrategyStats()})
+        assert lines[-1].startswith("setting: --strategy expression,removal,history,combine (all strategies: "
+                                    "this run left out removal, combine)")
     result = inject(repo, tmp_path / "out", n=2, strategies="expression,removal", sandbox_factory=sandbox_factory)
     assert len(result.artifacts) == 2
     for a in result.artifacts:

@@ -381,8 +381,10 @@ class Session:
             lines.append(f"no candidate: {len(covered)} covered module(s), but no operator applies to a line "
                          "that a passing test executes" + (" and the history has no revertable commit"
                                                             if HISTORY in stats else ""))
-            lines.append("setting: --strategy expression,removal,history (all strategies), or more tests in "
-                         "[inject] args")
+            unused = [s for s in STRATEGIES if s not in stats]
+            lines.append(f"setting: --strategy {','.join(STRATEGIES)} (all strategies: this run left out "
+                         f"{', '.join(unused)}), or more tests in [inject] args" if unused else
+                         "setting: more tests in [inject] args (tests that execute more of the code)")
             return lines
         counts: dict[str, int] = {}
         for st in stats.values():
