@@ -61,5 +61,5 @@ def reward(
         style = "green" if inj > 0 else "red"
         table.add_row(safe(r["artifact"]), "[green]yes[/]" if r["valid"] else "[red]no[/]",
                       f"{r['n_solved']}/{r['n_attempts']}", rate, f"[{style}]{inj:+.3f}[/]",
-                      " ".join("+1" if x > 0 else "−1" for x in r["solver_rewards"]))
+                      " ".join("+1" if x > 0 else "-1" for x in r["solver_rewards"]))
     console.print(table)
