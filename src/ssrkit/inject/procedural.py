@@ -201,27 +201,34 @@ def _scan_existing(out: Path, staging: Path, seed: int) -> dict[str, Existing]:
             found[item[0]] = item[1]
     for d in sorted(staging.iterdir()) if staging.is_dir() else ():
         item = _read_existing(d, staged=True) if d.is_dir() else None
-        inj = item[1].metadata.injector if item else {}
-        if item is None or not (item[1].validation or {}).get("valid") or inj.get("seed") != seed or \
-                inj.get("agent") != AGENT:
-            shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+        if item is None or not _valid(item[1]) or item[1].metadata.injector.get("seed") != seed or \
+                item[1].metadata.injector.get("agent") != AGENT:
+            _remove(d)
         elif item[0] not in found:
             found[item[0]] = item[1]
     return found
+
+
+def _valid(e: Existing) -> bool:
+    return (e.validation or {}).get("valid") is True
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _keep_valid(staging: Path) -> int:
     """Remove from staging everything but its valid artifacts; how many are left."""
     kept = 0
     for d in sorted(staging.iterdir()) if staging.is_dir() else ():
-        try:
-            valid = json.loads((d / VALIDATION).read_text()).get("valid") is True
-        except (OSError, ValueError, AttributeError):
-            valid = False
-        if valid:
+        item = _read_existing(d, staged=True) if d.is_dir() else None
+        if item is not None and _valid(item[1]):
             kept += 1
         else:
-            shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+            _remove(d)
     if not kept:
         shutil.rmtree(staging, ignore_errors=True)
     return kept
