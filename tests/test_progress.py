@@ -29,9 +29,9 @@ def test_a_log_gets_a_line_at_most_every_EVERY_seconds(monkeypatch):
     assert err.getvalue().splitlines() == ["validate: 2/4, 31s — b\\x1b[31m", "validate: 3/4, 1m41s — d [bold]"]
 
 
-def test_a_terminal_gets_the_bar_and_no_lines():
+def test_a_terminal_gets_the_bar_and_no_lines_notes_go_to_stderr():
     out, err_console, err = consoles(terminal=True)
     with progress.progress("solve", None, out, err_console) as t:
         t.update(advance=1, description="x")
         t.note("kept")
-    assert err.getvalue() == "" and "kept" in out.file.getvalue()
+    assert err.getvalue() == "note: kept\n" and "kept" not in out.file.getvalue()

@@ -23,13 +23,12 @@ EVERY = 30.0  # seconds between two progress lines in a log
 
 class Ticker:
     """What a command tells about its progress: `update` the count and the latest step, `note` a line to
-    keep. Texts are plain and may be untrusted (a model's words, an artifact's name): control characters
-    and markup are escaped here, and lengths bounded."""
+    keep (stderr). Texts are plain and may be untrusted (a model's words, an artifact's name): control
+    characters and markup are escaped here, and lengths bounded."""
 
-    def __init__(self, label: str, total: Optional[int], console: Console, err_console: Console,
-                 bar: Optional[Progress]):
+    def __init__(self, label: str, total: Optional[int], err_console: Console, bar: Optional[Progress]):
         self.label, self.total, self.completed, self.description = label, total, 0, ""
-        self._console, self._err, self._bar = console, err_console, bar
+        self._err, self._bar = err_console, bar
         self._task: Optional[TaskID] = bar.add_task("", total=total) if bar is not None else None
         self._start = self._last = time.monotonic()
 
@@ -46,9 +45,9 @@ class Ticker:
             self._err.print(self.line(now), markup=False, highlight=False, soft_wrap=True)
 
     def note(self, text: str) -> None:
-        """A line kept above the bar on a terminal (in a log: on the command's console, as it comes)."""
-        (self._bar.console if self._bar is not None else self._console).print(
-            f"[dim]note:[/] {escape(printable(clip(text, MESSAGE_LIMIT)))}", highlight=False)
+        """A line to keep, on stderr with the other diagnostics (so stdout stays the command's result); on a
+        terminal it shows above the bar."""
+        self._err.print(f"[dim]note:[/] {escape(printable(clip(text, MESSAGE_LIMIT)))}", highlight=False)
 
     def line(self, now: float) -> str:
         done = f"{self.completed}/{self.total}" if self.total is not None else f"{self.completed} done"
@@ -62,8 +61,8 @@ def progress(label: str, total: Optional[int], console: Console, err_console: Co
     """A bar on `console` when it is a terminal (gone when the command ends), else progress lines on
     `err_console` now and then."""
     if not console.is_terminal:
-        yield Ticker(label, total, console, err_console, None)
+        yield Ticker(label, total, err_console, None)
         return
     with Progress(TextColumn(f"[bold]{escape(label)}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=console, transient=True) as bar:
-        yield Ticker(label, total, console, err_console, bar)
+        yield Ticker(label, total, err_console, bar)
