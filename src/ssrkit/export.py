@@ -219,7 +219,8 @@ def _join_diffs(*diffs: str) -> str:
 _GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
                  grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
                  grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
-                 grading._failing_assertion, grading._start, grading._selecting_words, grading.make_canary)
+                 grading._failing_assertion, grading._start, grading._selecting_words, grading._edited,
+                 grading._parses, grading.make_canary)
 
 
 def grader_script(data: dict[str, Any]) -> str:

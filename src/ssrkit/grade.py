@@ -492,17 +492,19 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
              and all(stem in t for t in ids_of(d.name))]  # type: ignore[attr-defined]
     edits: list[tuple[int, int, list[str]]] = []  # (start, end, replacement lines), 0-based, end exclusive
     sabotaged = None
+    sabotage: tuple[int, int, list[str]] | None = None
     if known:
         victim = rng.choice(known)
         sabotaged = victim.name  # type: ignore[attr-defined]
         body = victim.body  # type: ignore[attr-defined]
-        first = body[0].lineno - 1
+        first = _start(body[0])  # a decorated inner function: its decorators go too
         indent = re.match(r"[ \t]*", lines[first]).group(0)  # type: ignore[union-attr]
         if (body[0].lineno == victim.lineno or not lines[first].strip()
                 or not lines[first].startswith(indent) or not indent):
             sabotaged = None  # a one-line definition: leave it alone
         else:
-            edits.append((first, victim.end_lineno, [f"{indent}{_failing_assertion(rng)}\n"]))  # type: ignore[attr-defined]
+            sabotage = (first, victim.end_lineno, [f"{indent}{_failing_assertion(rng)}\n"])  # type: ignore[attr-defined]
+            edits.append(sabotage)
     if funcs or not classes:
         if funcs:
             at = _start(rng.choice(funcs))
@@ -518,9 +520,27 @@ def make_canary(original: bytes, taken: list[str] | tuple[str, ...] = (), *, ste
         indent = re.match(r"[ \t]*", lines[at]).group(0)  # type: ignore[union-attr]
         step = "\t" if "\t" in indent else "    "
         edits.append((at, at, [f"{indent}def {name}(self):\n", f"{indent}{step}{_failing_assertion(rng)}\n", "\n"]))
+    canary = Canary(name, _edited(lines, edits), sabotaged)
+    if sabotage is not None and not _parses(canary.text):
+        # the file parsed (it has tests), so must its canary: one that does not collects nothing, and the
+        # sabotaged test would "vanish" from the run of a fix that is right (a false "tampering")
+        canary = Canary(name, _edited(lines, [e for e in edits if e is not sabotage]), None)
+    return canary
+
+
+def _edited(lines: list[str], edits: list[tuple[int, int, list[str]]]) -> str:
+    out = list(lines)
     for start, end, repl in sorted(edits, key=lambda e: e[0], reverse=True):
-        lines[start:end] = repl
-    return Canary(name, "".join(lines), sabotaged)
+        out[start:end] = repl
+    return "".join(out)
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def canary_expected(clean: Sandbox, artifact: Artifact, target: str, canary: Canary, timeout: float) -> bool:
