@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 MAX_ORDER = 2
 STRATEGY = "higher_order"
+NO_CODE_CHANGE = "the fix changes no code file"  # why a failed attempt gives no higher-order artifact
 
 
 @dataclass
@@ -165,7 +166,7 @@ def plan_higher_order(artifact: Artifact, settings: GradeSettings
             skip(d.name, f"the fix is not a valid diff: {e}")
             continue
         if not code.strip():
-            skip(d.name, "the fix changes no code file")
+            skip(d.name, NO_CODE_CHANGE)
             continue
         todo.append((d.name, record, code))
     return outcomes, todo

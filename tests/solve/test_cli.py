@@ -89,11 +89,13 @@ def test_solve_refuses_what_is_not_validated(calc_repo, calc_artifact, tmp_path)
     assert "not both" in cli("solve", fresh.path, "--regrade", "--patch", "x.diff", code=2)
 
 
-def test_the_table_says_why_a_solver_submitted_nothing(calc_artifact):
+def test_the_table_says_why_a_solver_submitted_nothing(calc_artifact, tmp_path):
     from ssrkit.cli.solve import reason
 
     out = cli("solve", calc_artifact.path, "--solver", "null", "--attempts", "1")
     assert "no fix submitted" in " ".join(out.split())
+    ho = " ".join(cli("higher-order", calc_artifact.path, "--out", tmp_path / "ho").split())
+    assert "0 created" in ho and "why: no failed attempt changed code" in ho and "--partial" in ho
     again = " ".join(cli("solve", calc_artifact.path, "--solver", "null", "--attempts", "1").split())
     assert "already has as many attempts as asked (raise --attempts, or --redo" in again
     gave_up = {"passed": False, "reason": "2 of 2 FAIL_TO_PASS test(s) do not pass", "fix_files": [],

@@ -12,7 +12,7 @@ from ..artifact import find_artifacts
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..grade import GradeSettings
-from ..higher_order import check_out_dir, make_all
+from ..higher_order import NO_CODE_CHANGE, check_out_dir, make_all
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
@@ -41,7 +41,7 @@ make no further ones.
 
 def higher_order(
     artifacts: Annotated[List[Path], typer.Argument(
-        help="Solved artifact directories (or directories holding them).", show_default=False,
+        help="Artifact directories whose attempts failed (or directories holding them).", show_default=False,
     )],
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Directory for the new artifacts.", show_default=False,
@@ -104,3 +104,7 @@ def higher_order(
     n_created = sum(1 for r in results if r["status"] == "created")
     n_valid = sum(1 for r in results if r.get("valid") and r["status"] == "created")
     console.print(f"{n_created} created" + (f", {n_valid} valid" if validate else ""))
+    if not n_created and results and all(r.get("reason") == NO_CODE_CHANGE for r in results):
+        console.print("[yellow]why:[/] no failed attempt changed code (a solver that gives up submits an empty "
+                      "fix): solve with --partial (repair then submits its best partial fix) or with an LLM "
+                      "solver, then run higher-order again")

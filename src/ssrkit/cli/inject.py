@@ -15,7 +15,7 @@ from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
 from ..source import RepoSource, require_git_toplevel
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, print_json)
 from .progress import progress
@@ -84,7 +84,10 @@ def inject(
     no_validate: Annotated[bool, typer.Option(
         "--no-validate", help="llm: keep injections without validating them.",
     )] = False,
-    image: Annotated[Optional[str], ImageOpt] = None,
+    image: Annotated[Optional[str], typer.Option(
+        "--image", help="Docker image holding the repository (instead of the repo argument).",
+        rich_help_panel="Repository",
+    )] = None,
     workdir: Annotated[Optional[str], WorkdirOpt] = None,
     backend: Annotated[Optional[str], BackendOpt] = None,
     timeout: Annotated[Optional[float], TimeoutOpt] = None,

@@ -34,7 +34,7 @@ EPILOG = """
   Eight LLM attempts per artifact (the GRPO group), four sandboxes at a time, against a vLLM server:
   [cyan]ssrkit solve runs/r1/artifacts/ --solver llm --base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-32B-Instruct --jobs 4[/]
 
-  Re-grade every saved fix.diff (e.g. after changing [solve] protected) without running any solver:
+  Re-grade every saved fix.diff (e.g. after changing \\[solve] protected) without running any solver:
   [cyan]ssrkit solve runs/r1/artifacts/ --regrade --json | jq '[.[] | .passed]'[/]
 
   Grade a patch made by another tool or a person; it is kept as a new attempt (solver "external"):
@@ -44,7 +44,8 @@ Re-running is idempotent: --attempts N makes sure each artifact has N finished a
 the missing ones; --redo runs 001..N again). Each attempt is attempts/NNN/ with fix.diff, eval.json
 (passed, reason, tests, exit_code, solver, …), test_output.log and, for llm, trajectory.json.
 Only valid artifacts are solved: validate first (invalid ones in a directory are skipped with a note; a
-directory with no valid artifact is nothing to do). Exit code: 0; with --patch, 0 when the patch passes, 1
+directory with no valid artifact is nothing to do; one not validated, or changed since, stops the command
+before any attempt, naming it). Exit code: 0; with --patch, 0 when the patch passes, 1
 when it fails; 2 on usage or environment errors.
 """
 
