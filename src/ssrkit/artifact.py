@@ -16,6 +16,7 @@ Every file name of the directory is defined here, once; every stage reads and wr
         fix.diff           FIX            the attempt's patch
         trajectory.json    TRAJECTORY     the LLM solver's turns
         test_output.log    TEST_OUTPUT    the graded test run's log
+        canary_output.log  CANARY_OUTPUT  the canary run's log (a passing fix's second run, grade.py)
         eval.json          EVAL           the verdict, written last: without it the attempt is unfinished
       reward.json          REWARD         solver and injector rewards, by attempt name         reward
 
@@ -55,6 +56,7 @@ LOGS = "logs"
 FIX = "fix.diff"
 EVAL = "eval.json"
 TEST_OUTPUT = "test_output.log"
+CANARY_OUTPUT = "canary_output.log"
 
 #: The five files every artifact must have, in the order they are checked and hashed.
 CORE_FILES = (BUG_DIFF, WEAKEN_DIFF, TEST_SCRIPT, TEST_FILES, TEST_PARSER)

@@ -170,6 +170,7 @@ class Grade:
     fix_files: list[str] = field(default_factory=list)
     canary: dict[str, Any] | None = None
     parse_error: str | None = None
+    canary_log: str = ""  # the canary run's log, when it ran (its own file: the verdict stays small)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -556,6 +557,9 @@ def canary_expected(clean: Sandbox, artifact: Artifact, target: str, canary: Can
     return bool(canary.statuses(execute(clean, clean, artifact, timeout)))
 
 
+LOG_KEY = "log"  # in check_canary's details: the canary run's log, taken out before they are recorded
+
+
 def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: str, expect: Expectations,
                  settings: GradeSettings, graded: TestRun | None = None,
                  prepared: PreparedState | None = None) -> tuple[bool, dict[str, Any]]:
@@ -582,7 +586,8 @@ def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: st
     run = execute(work, clean, artifact, settings.timeout)
     seen = canary.statuses(run)
     broken = canary.sabotaged_statuses(run)
-    info: dict[str, Any] = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code}
+    info: dict[str, Any] = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code,
+                            LOG_KEY: run.log}  # `grade` moves the log to its own file (canary_output.log)
     if any(s == PASSED for s in (*seen.values(), *broken.values())):
         info["status"] = "forged"
         info["note"] = "a test that always fails was reported as passed"
@@ -657,6 +662,7 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     if passed and settings.canary:
         forged, info = check_canary(sandbox, clean, artifact, fix_diff, expect, settings, graded=run,
                                     prepared=prepared)
+        result.canary_log = info.pop(LOG_KEY, "")
         result.canary = info
         if forged:
             result.passed = False

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .artifact import (ATTEMPTS, BUG_DIFF, CANARY_OUTPUT, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF,
+                       Artifact)
 from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
@@ -156,6 +157,11 @@ class Engine:
                       solver_info: dict[str, Any], expect: Expectations, source: RepoSource) -> dict[str, Any]:
         result = self.grade_fix(artifact, source, fix_diff, expect)
         artifact.write_text(f"{ATTEMPTS}/{name}/{TEST_OUTPUT}", result.log)
+        canary_log = f"{ATTEMPTS}/{name}/{CANARY_OUTPUT}"
+        if result.canary_log:
+            artifact.write_text(canary_log, result.canary_log)
+        else:
+            artifact.remove(canary_log)  # a regrade without a canary run: no stale log of an earlier one
         record = eval_record(result, solver=solver, attempt=name, artifact=artifact, solver_info=solver_info)
         artifact.write_json(f"{ATTEMPTS}/{name}/{EVAL}", record)
         return record

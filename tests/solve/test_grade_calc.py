@@ -59,12 +59,14 @@ def test_oracle_passes_null_fails(engine, calc_artifact):
     [oracle] = engine.solve([(art, source)], make_solver("oracle"), attempts=1)
     assert oracle["passed"], oracle["reason"]
     assert oracle["solver"] == "oracle" and oracle["exit_code"] == 0
-    assert oracle["canary"]["status"] == "caught"
+    assert oracle["canary"]["status"] == "caught" and "log" not in oracle["canary"]
     assert set(oracle["tests"]) >= set(calc.ALL_TESTS)
+    canary_log = (art.path / "attempts" / "001" / "canary_output.log").read_text()  # the canary run's own log
+    assert oracle["canary"]["tests"] and all(t.split("::")[-1] in canary_log for t in oracle["canary"]["tests"])
     [null] = engine.solve([(art, source)], make_solver("null"), attempts=2)
     assert not null["passed"]
     assert "2 of 2 FAIL_TO_PASS" in null["reason"]
-    assert null["canary"] is None
+    assert null["canary"] is None and not (art.path / "attempts" / "002" / "canary_output.log").exists()
 
 
 def test_correct_fix_written_differently_passes(engine, calc_artifact):
