@@ -2,8 +2,9 @@
 reading verdicts, and each attempt paired with its reward by *name*.
 
 An attempt directory holds `fix.diff`, `trajectory.json` (LLM solvers), `test_output.log`,
-`canary_output.log` (a passing fix's canary run) and `eval.json` (names in `artifact.py`), eval.json written last — without it the attempt is unfinished and is redone. Making
-sure an artifact has N attempts is idempotent; a larger N adds only the missing ones.
+`canary_output.log` (a passing fix's canary run) and `eval.json` (names in `artifact.py`), eval.json written
+last — without it the attempt is unfinished and is redone. Making sure an artifact has N attempts is
+idempotent; a larger N adds only the missing ones.
 
 `ssrkit solve` writes `attempts/NNN/` (eval.json last: without it the attempt is unfinished) and `ssrkit reward`
 writes `reward.json`, whose `solver_rewards[i]` belongs to the attempt named `attempts[i]` — only finished

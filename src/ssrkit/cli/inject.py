@@ -40,8 +40,8 @@ argument drops), removal (statements, branches, loops, early returns, function b
 fix's code hunks in today's files), combine (2–3 valid bugs of this run in different files). Each artifact is
 validated before it is kept (out/<id>/validation.json). The same --seed gives the same artifacts; artifacts
 already in --out from the same seed are reused; so are the valid ones of a run of that seed stopped early
-(Ctrl-C, SIGTERM, a failure), kept in --out/.staging for the rerun. Per-repository test settings: the \\[inject] section of the
-repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).
+(Ctrl-C, SIGTERM, a failure), kept in --out/.staging for the rerun. Per-repository test settings: the
+\\[inject] section of the repository's ssrkit.toml (runner, python, args, test_command, exclude_tests).
 
 Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on usage or environment errors.
 """

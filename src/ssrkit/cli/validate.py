@@ -94,18 +94,18 @@ def validate(
         results, reused = _validate(items, validator, redo or no_cache, as_json, ex)
     if as_json:
         print_json(results)
-        raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
-    # each artifact named as it was given, whether its verdict is new or read from validation.json
-    shown = [{**r, "artifact": str(a.path)} for (a, _), r in zip(items, results)]
-    if len(shown) == 1 or details:
-        for r in shown:
-            render_checks(r)
     else:
-        render_summary(shown)
-    if reused and not as_json:
-        when = f" (of {results[0].get('created', '?')})" if len(results) == 1 else ""
-        console.print(f"[dim]{len(reused)} of {len(results)} verdict(s) read from validation.json{when}: up to date "
-                      f"for these files, settings, source and environment; --redo validates again[/]")
+        # each artifact named as it was given, whether its verdict is new or read from validation.json
+        shown = [{**r, "artifact": str(a.path)} for (a, _), r in zip(items, results)]
+        if len(shown) == 1 or details:
+            for r in shown:
+                render_checks(r)
+        else:
+            render_summary(shown)
+        if reused:
+            when = f" (of {results[0].get('created', '?')})" if len(results) == 1 else ""
+            console.print(f"[dim]{len(reused)} of {len(results)} verdict(s) read from validation.json{when}: up to "
+                          f"date for these files, settings, source and environment; --redo validates again[/]")
     raise typer.Exit(0 if all(r["valid"] for r in results) else 1)
 
 
