@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from ..errors import SsrkitError
 from ..pool import close_round, round_artifacts, round_dir, select_tasks
-from .common import JsonOpt, console, err_console, print_json
+from .common import Command, JsonOpt, console, err_console, print_json
 
 pool_app = typer.Typer(help="The task pool of a run: select old tasks for a round, close a round.",
                        no_args_is_help=True, rich_markup_mode="rich")
@@ -49,7 +49,7 @@ def _check_round(run: Path, round_no: int) -> None:
                           f"{round_dir(run, round_no) / 'inject'}/<repo>/ first")
 
 
-@pool_app.command("select", epilog=SELECT_EPILOG)
+@pool_app.command("select", epilog=SELECT_EPILOG, cls=Command)
 def select(
     run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
     round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round being prepared.")],
@@ -74,7 +74,7 @@ def select(
         console.print(f"round {round_no}: {n_new} new artifact(s), {len(chosen)} carried from the pool")
 
 
-@pool_app.command("close", epilog=CLOSE_EPILOG)
+@pool_app.command("close", epilog=CLOSE_EPILOG, cls=Command)
 def close(
     run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
     round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round that finished.")],
