@@ -204,17 +204,26 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 4) if xs else None
 
 
+def made_before(run: Path, round_no: int) -> set[str]:
+    """The ids of the artifacts made (injected or higher-order) in the rounds before `round_no`."""
+    return {a.id for n in round_numbers(run) if n < round_no
+            for arts in round_artifacts(run, n, ("inject", "higher")).values() for a in arts}
+
+
 def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[str, Any]:
     """The numbers of one round, recomputed from the artifact files on disk (and pool.json for the pool).
 
     injected / valid / validity_rate: injection attempts of the round (artifacts in inject/ plus the
     candidates or agent runs the injector discarded, from each inject.json or a shard's inject-K-of-N.json)
-    and how many gave a valid artifact; validity_by_strategy the same per strategy ("valid/injected"). tasks: valid artifacts solved
-    this round (new and carried). attempts / solved / solve_rate: over every attempt of those tasks;
-    mean_artifact_solve_rate: the mean of their solve rates. injector_reward_mean: over this round's new
-    artifacts (invalid ones count −1); solver_reward_mean: over every attempt. higher_order: valid
-    higher-order artifacts made this round. pool_size / pool_retired: the pool once this round was closed.
-    validate_seconds: validation time of the new artifacts; solve_seconds: solver plus grading time.
+    and how many gave a valid artifact; validity_by_strategy the same per strategy ({strategy:
+    "valid/injected"}). tasks: valid artifacts solved this round (new and carried). attempts / solved /
+    solve_rate: over every attempt of those tasks; mean_artifact_solve_rate: the mean of their solve rates.
+    injector_reward_mean: over this round's new artifacts (invalid ones count −1); solver_reward_mean: over
+    every attempt. higher_order: valid higher-order artifacts new this round (one an earlier round made
+    already, the same failed fix of a carried task, is not counted again). pool_size / pool_retired: the
+    pool once this round was closed. validate_seconds: validation time of the new artifacts; solve_seconds:
+    solver plus grading time of every attempt (both summed over artifacts and attempts: sandbox time, not
+    wall time).
     """
     arts = round_artifacts(run, round_no)
     injected = arts["inject"]
@@ -254,14 +263,15 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
-    higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])
+    earlier = made_before(run, round_no) if arts["higher"] else set()
+    higher_valid = len({a.id for a in arts["higher"] if (a.validation or {}).get("valid") and a.id not in earlier})
     pool = pool or Pool.load(run)
     return {
         "round": round_no,
         "injected": injected_total,
         "valid": valid_new,
         "validity_rate": round(valid_new / injected_total, 4) if injected_total else None,
-        "validity_by_strategy": json.dumps({k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items()) if t}),
+        "validity_by_strategy": {k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items()) if t},
         "tasks": len(tasks),
         "attempts": attempts,
         "solved": solved,
@@ -308,10 +318,17 @@ def read_metrics(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _csv_cell(value: Any) -> Any:
+    """A metrics value as a CSV cell: None empty, a mapping as JSON (validity_by_strategy)."""
+    if value is None:
+        return ""
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+
+
 def write_metrics_row(run: Path, row: dict[str, Any]) -> None:
     """Insert or replace the row of `row['round']`, keeping rounds in order (rewritten atomically)."""
     rows = [r for r in read_metrics(run) if int(r["round"]) != int(row["round"])]
-    rows.append({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+    rows.append({k: _csv_cell(row.get(k)) for k in METRIC_COLUMNS})
     rows.sort(key=lambda r: int(r["round"]))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")

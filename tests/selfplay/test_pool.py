@@ -130,7 +130,8 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     assert [r["round"] for r in rows] == ["1"]
     assert first["injected"] == 6  # 2 artifacts + 4 candidates the injector discarded
     assert first["valid"] == 1 and first["validity_rate"] == round(1 / 6, 4)
-    assert json.loads(first["validity_by_strategy"]) == {"expression": "1/6"}
+    assert first["validity_by_strategy"] == {"expression": "1/6"}  # an object, in round.json and report.json
+    assert json.loads(read_metrics(run)[0]["validity_by_strategy"]) == {"expression": "1/6"}  # JSON in the CSV
     assert (first["tasks"], first["attempts"], first["solved"], first["solve_rate"]) == (1, 4, 1, 0.25)
     assert first["injector_reward_mean"] == round((1 - 1.8 * 0.25 - 1.0) / 2, 4)  # valid a, invalid b (−1)
     assert first["solver_reward_mean"] == -0.5
@@ -143,3 +144,27 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     assert [r["round"] for r in read_metrics(run)] == ["1", "2"]
     with pytest.raises(SsrkitError, match="does not exist"):
         close_round(run, 7)
+
+
+def two_rounds_with_a_higher_order_artifact_made_twice(run: Path, repo: Path) -> None:
+    """Round 1 makes higher-order h1 (valid) and h2 (invalid) from its task a; round 2 carries a, whose
+    attempts fail the same way, so the same h1 (same id) is made again, next to a new h3."""
+    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[False, False, True])
+    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
+    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
+    close_round(run, 1)
+    make_artifact(inject_dir(run, 2) / "b", repo, 2, passed=[False, True, True])
+    make_artifact(round_dir(run, 2) / "tasks" / "mylib" / "a", repo, 1, passed=[False, False, False])
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h3", repo, 13, strategy="higher_order")
+    close_round(run, 2)
+
+
+def test_a_higher_order_artifact_made_again_in_a_later_round_is_not_counted_again(tmp_path, repo):
+    run = tmp_path / "run"
+    two_rounds_with_a_higher_order_artifact_made_twice(run, repo)
+    rows = read_metrics(run)
+    assert [int(r["higher_order"]) for r in rows] == [1, 1]  # h1 in round 1; only h3 is new in round 2
+    assert json.loads((round_dir(run, 2) / "round.json").read_text())["higher_order"] == 1
+    assert sorted(e.path.split("/")[-1] for e in Pool.load(run).entries.values()) == ["a", "b", "h1", "h3"]
