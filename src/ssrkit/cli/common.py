@@ -92,6 +92,7 @@ def print_epilog(epilog: str, out: Console) -> None:
         else:
             out.print(Padding(Text.from_markup(markup), (0, 1, 0, indent + 1)), highlight=False)
 
+
 # -- option declarations reused by several commands ------------------------------------------------
 RepoOpt = typer.Option(
     "--repo", help="Local repository for artifacts without artifact.toml.", rich_help_panel="Repository",
