@@ -118,6 +118,7 @@ def test_output_to_a_file_is_not_wrapped_at_80_columns(tmp_path):
                           text=True, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert any(str(art) in line for line in proc.stdout.splitlines()), proc.stdout
+    assert max(map(len, proc.stdout.splitlines())) < 400  # and nothing is padded to the unwrapped width
 
 
 def test_every_recipe_variable_is_in_selfplay_help_and_the_readme():

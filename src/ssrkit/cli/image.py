@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import image as core
-from .common import Command, err_console, one_repo
+from .common import Command, err_console, one_repo, safe
 
 image_app = typer.Typer(
     name="image",
@@ -94,7 +94,7 @@ def main() -> None:  # `python -m ssrkit.cli.image ...` (the integrator register
     try:
         image_app(prog_name="ssrkit image")
     except SsrkitError as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {safe(str(e))}", highlight=False)
         sys.exit(2)
 
 

@@ -56,15 +56,16 @@ def show(
     else:
         info.add_row("metadata", f"[dim]no {METADATA} (hand-written: validate with --repo PATH)[/]")
     info.add_row("test files", safe("\n".join(art.test_files)) or "[red]none[/]")
-    console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left"))
+    console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left", expand=False))
 
     if diffs:
         for name, text in ((BUG_DIFF, art.bug_diff), (WEAKEN_DIFF, art.weaken_diff)):
             body = Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
-            console.print(Panel(body, title=name, title_align="left"))
+            console.print(Panel(body, title=name, title_align="left", expand=False))
     if script:
-        console.print(Panel(Syntax(printable(art.test_script), "bash", theme="ansi_dark"), title=TEST_SCRIPT, title_align="left"))
-        console.print(Panel(Syntax(printable(art.test_parser), "python", theme="ansi_dark"), title=TEST_PARSER, title_align="left"))
+        for name, text, lexer in ((TEST_SCRIPT, art.test_script, "bash"), (TEST_PARSER, art.test_parser, "python")):
+            console.print(Panel(Syntax(printable(text), lexer, theme="ansi_dark"), title=name, title_align="left",
+                                expand=False))  # as wide as its content: no 100,000-column box in a log
 
     if validation:
         table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
