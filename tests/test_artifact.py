@@ -1,5 +1,6 @@
 """The artifact directory: aliases, metadata round-trip, atomic writes, ids, discovery."""
 
+import json
 import os
 from pathlib import Path
 
@@ -111,3 +112,12 @@ def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
         fingerprint(Artifact(art).metadata.repo)
     (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain}"\n')
     assert fingerprint(Artifact(art).metadata.repo)
+
+
+@pytest.mark.parametrize("bad", ["../victim", "a/b", ".hidden", "..", "x\ny"])
+def test_an_id_is_a_name_never_a_path(tmp_path, bad):
+    """ids become directory names (OUT/<id>, a pool's <repo>/<id>): artifact.toml cannot make one a path."""
+    write_five(tmp_path / "a")
+    (tmp_path / "a" / "artifact.toml").write_text(f"id = {json.dumps(bad)}\n")
+    with pytest.raises(SsrkitError, match="is not a name"):
+        Artifact(tmp_path / "a").id

@@ -69,6 +69,18 @@ ALIASES = {
 }
 
 
+def check_name(value: str, what: str = "id") -> str:
+    """`value`, when it can name one directory entry: ids become directory names (`OUT/<id>`, a pool's
+    `<repo>/<id>`), so an id is a name, never a path — no `/`, no `..`, no leading dot (hidden entries are
+    work in progress), no control character. SsrkitError otherwise."""
+    ok = (0 < len(value) <= 200 and "/" not in value and "\\" not in value and not value.startswith(".")
+          and value.isprintable())
+    if not ok:
+        raise SsrkitError(f"{what} {value!r} is not a name (ids name directories: no '/', no leading '.', "
+                          f"no control character); fix or delete it")
+    return value
+
+
 @dataclass
 class Metadata:
     """Contents of `artifact.toml`."""
@@ -114,8 +126,11 @@ class Metadata:
             order = int(data.get("order", 1))
         except (TypeError, ValueError):
             raise SsrkitError(f"artifact.toml: 'order' must be an integer, got {data.get('order')!r}")
+        art_id = str(data.get("id", ""))
+        if art_id:
+            check_name(art_id, "artifact.toml: id")
         return cls(
-            id=str(data.get("id", "")),
+            id=art_id,
             repo=RepoSource.from_dict(repo, relative_to) if repo else None,
             base_commit=data.get("base_commit"),
             strategy=str(data.get("strategy", "manual")),

@@ -44,7 +44,7 @@ from . import pathmatch, testrun
 from .solvers import task_from_weaken_diff
 from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
-from .fsutil import atomic_write_text
+from .fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
@@ -351,7 +351,7 @@ _AS_FILE = {"patch": "gold.patch", "test_patch": "test.patch", "eval_script": "e
 
 def write_swebench_task(task: Task, tasks_dir: Path, dataset: str, base: str) -> Path:
     """tasks/<instance_id>/ of a SWE-bench v5 task repository."""
-    d = tasks_dir / task.instance_id
+    d = own_dir(tasks_dir / task.instance_id, "the task directory")
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
@@ -433,7 +433,7 @@ def harbor_task_toml(task: Task) -> str:
 
 def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path:
     """dest/<instance_id>/: task.toml, instruction.md, environment/, tests/, solution/."""
-    d = dest / task.instance_id
+    d = own_dir(dest / task.instance_id, "the task directory")
     if d.exists():
         shutil.rmtree(d)
     for sub in ("environment", "tests", "solution"):

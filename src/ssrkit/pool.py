@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_artifacts
+from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
 from .attempts import scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
@@ -114,7 +114,15 @@ class Pool:
         if not p.is_file():
             return cls()
         data = read_json(p)
-        return cls({e["id"]: PoolEntry(**e) for e in data.get("entries", [])})
+        entries = [PoolEntry(**e) for e in data.get("entries", [])]
+        for e in entries:  # they name where copies are written and removed: names and paths inside the run only
+            check_name(e.id, f"{p}: id")
+            if e.repo:
+                check_name(e.repo, f"{p}: repo")
+            rel = Path(e.path)
+            if rel.is_absolute() or ".." in rel.parts:
+                raise SsrkitError(f"{p}: path {e.path!r} of {e.id} is not inside the run directory; fix or delete it")
+        return cls({e.id: e for e in entries})
 
     def save(self, run: Path) -> None:
         atomic_write_json(Path(run) / POOL, {"entries": [asdict(e) for e in self.entries.values()]})

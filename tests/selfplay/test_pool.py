@@ -93,6 +93,22 @@ def test_select_skips_a_half_copied_task(tmp_path, repo):
     assert len(carried) == 1 and (carried[0] / "artifact.toml").is_file() and not partial.exists()
 
 
+@pytest.mark.parametrize("field,value", [("id", "../../../../victim"), ("repo", ".."), ("path", "../../elsewhere")])
+def test_pool_records_never_steer_a_copy_outside_the_run(tmp_path, repo, field, value):
+    """pool.json names where carried tasks are copied (round-N/tasks/<repo>/<id>, a `.<id>.partial` removed
+    first) and what is copied: an edited record is refused, and nothing outside the run is written or removed."""
+    run = tmp_path / "run"
+    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[True, False])
+    close_round(run, 1)
+    (round_dir(run, 2) / "inject").mkdir(parents=True)
+    data = json.loads((run / POOL).read_text())
+    data["entries"][0][field] = value
+    (run / POOL).write_text(json.dumps(data))
+    with pytest.raises(SsrkitError, match="pool.json: .*(not a name|not inside the run)"):
+        select_tasks(run, 2, n_new=1, old_ratio=0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mylib", "run"]
+
+
 def test_retire_rules(tmp_path, repo):
     run = tmp_path / "run"
     # always solved, never solved, mixed

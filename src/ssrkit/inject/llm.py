@@ -29,7 +29,7 @@ from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, METADATA, TEST_FILES, TES
 from ..config import Config
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
-from ..fsutil import read_json
+from ..fsutil import own_dir, read_json
 from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import Sandbox
 from ..testrun import TEST_TIMEOUT
@@ -248,6 +248,14 @@ def _finished(d: Path) -> bool:
         return False
 
 
+def _currently_valid(art: Artifact) -> bool | None:
+    """The artifact's validity by a validation of its present files; None when there is none."""
+    try:
+        return bool(art.current_validation().get("valid"))
+    except SsrkitError:
+        return None
+
+
 def _set_aside(d: Path) -> None:
     k = 1
     while d.with_name(f"{d.name}.interrupted-{k}").exists():
@@ -303,7 +311,7 @@ def inject_llm(
                                   else validator) if validate else None)
     args = []
     for i in indices:
-        d = out / f"llm-s{seed}-{i:03d}"
+        d = own_dir(out / f"llm-s{seed}-{i:03d}", "the injection directory")
         rng = random.Random(f"{seed}-{i}")
         strategy = choose_strategy(mixture, rng)
         reused = _finished(d)
@@ -325,7 +333,7 @@ def inject_llm(
             strategy = art.metadata.strategy
             art_id = art.id
             if validate:
-                valid = bool((art.validation or {}).get("valid"))
+                valid = _currently_valid(art)
         record = Injection(art_id, d, strategy, status, error=error, valid=valid, reused=reused)
         st = stats.setdefault(strategy, StrategyStats())
         st.tried += 1
@@ -391,7 +399,7 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
             status, error = traj.get("exit_status", "submitted"), traj.get("error")
         if env.validator is not None and (d / METADATA).is_file():
             art = Artifact(d)
-            if art.validation is None:
+            if _currently_valid(art) is None:  # not validated, or its files changed since: validate them
                 report = relabel(cached_validator(env.validator).validate(art, source), path_mapping(d, ref, source, env.source))
                 report.source = env.source.source.to_dict()
                 report.environment = env.validator.environment  # the driver's, as validate_all records it
