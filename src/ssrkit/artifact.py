@@ -321,15 +321,29 @@ class Artifact:
         return self.read_json(VALIDATION)
 
     def current_validation(self) -> dict[str, Any]:
-        """validation.json, provided it was made from the artifact's present files; SsrkitError otherwise."""
+        """validation.json, provided it was made from the artifact's present files (its `content_id` is theirs:
+        one without it proves nothing and is as stale as one of other files); SsrkitError otherwise."""
         data = self.validation
         if data is None:
             raise SsrkitError(f"{self.path} has not been validated (no {VALIDATION}); validate it first: "
                               f"ssrkit validate {self.path}")
-        if data.get("content_id") and data["content_id"] != self.content_id():
-            raise SsrkitError(f"{self.path}: its files changed since {VALIDATION} was written; validate it "
+        if not isinstance(data, dict) or data.get("content_id") != self.content_id():
+            raise SsrkitError(f"{self.path}: {VALIDATION} was not made from its present files; validate it "
                               f"first: ssrkit validate {self.path} --redo")
         return data
+
+    def validation_if_current(self) -> dict[str, Any] | None:
+        """`current_validation()`, or None when there is none or it is stale or unreadable (for run-level
+        views: a verdict that does not belong to the present files counts as none)."""
+        try:
+            return self.current_validation()
+        except SsrkitError:
+            return None
+
+    @property
+    def is_valid(self) -> bool:
+        """Valid by a validation of its present files."""
+        return bool((self.validation_if_current() or {}).get("valid"))
 
     @property
     def reward(self) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
-from .attempts import scored_attempts
+from .attempts import current_reward, scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
@@ -230,7 +230,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     valid_new = 0
     validate_seconds = 0.0
     for a in injected:
-        v = a.validation or {}
+        v = a.validation_if_current() or {}  # a verdict on other files counts as none
         ok = bool(v.get("valid"))
         valid_new += ok
         validate_seconds += float(v.get("seconds", 0.0))
@@ -242,14 +242,14 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         for strategy, discarded in discarded_by_strategy(summary).items():
             by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())
-    tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
+    tasks = [a for s in ("inject", "tasks") for a in arts[s] if a.is_valid]
     attempts = solved = 0
     rates: list[float] = []
     inj_rewards: list[float] = []
     sol_rewards: list[float] = []
     solve_seconds = 0.0
     for section, a in [*(("inject", a) for a in arts["inject"]), *(("tasks", a) for a in arts["tasks"])]:
-        r = a.reward
+        r = current_reward(a)
         if r:
             if section == "inject":  # the injector acted this round only on its new artifacts
                 inj_rewards.append(float(r["injector_reward"]))
@@ -262,7 +262,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
-    higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])
+    higher_valid = sum(a.is_valid for a in arts["higher"])
     pool = pool or Pool.load(run)
     return {
         "round": round_no,
@@ -294,10 +294,10 @@ def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str,
     pool = Pool.load(run)
     arts = round_artifacts(run, round_no)
     for a in [*arts["inject"], *arts["higher"]]:
-        if (a.validation or {}).get("valid"):
+        if a.is_valid:
             pool.add(a, run, round_no)
     for a in [*arts["inject"], *arts["tasks"]]:
-        r = a.reward
+        r = current_reward(a)
         if r and r.get("valid") and r.get("n_attempts"):
             pool.record(a.id, round_no, float(r["solve_rate"]))
     pool.retire(retire_after, round_no)

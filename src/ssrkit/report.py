@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import find_artifacts
+from .attempts import current_reward
 from .errors import SsrkitError
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
@@ -91,7 +92,7 @@ def build_report(run: Path) -> dict[str, Any]:
                     first = next((c["name"] for c in v.get("checks", []) if c["status"] == "failed"), None)
                     if first:
                         failing[first] += 1
-                r = a.reward
+                r = current_reward(a)
                 if r and r.get("valid") and r.get("n_attempts"):
                     rates.append(float(r["solve_rate"]))
     return {

@@ -15,6 +15,8 @@ from ssrkit.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_la
 from ssrkit.reward import reward_record
 from ssrkit.source import RepoSource
 
+from fixtures.repos import finish_attempt, write_reward_json
+
 
 def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed: list[bool] | None = None,
                   strategy: str = "expression") -> Artifact:
@@ -29,13 +31,12 @@ def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed:
                                        "fail_to_pass": [f"t{k}"], "pass_to_pass": [], "seconds": 1.5,
                                        "content_id": art.content_id()})
     for i, ok in enumerate(passed or [], start=1):
-        atomic_write_json(dest / "attempts" / f"{i:03d}" / "eval.json",
-                          {"passed": ok, "reason": "", "tests": {}, "exit_code": 0, "attempt": f"{i:03d}",
-                           "seconds": 2.0, "solver_info": {"seconds": 3.0}})
+        finish_attempt(dest, f"{i:03d}", {"passed": ok, "reason": "", "tests": {}, "exit_code": 0,
+                                          "seconds": 2.0, "solver_info": {"seconds": 3.0}})
     if passed is not None or not valid:
         record = reward_record(valid=valid, passed=list(passed or []), alpha=0.8,
                                attempts=[f"{i:03d}" for i in range(1, len(passed or []) + 1)] if valid else None)
-        atomic_write_json(dest / "reward.json", {"artifact": str(dest), **record})
+        write_reward_json(dest, {"artifact": str(dest), **record})
     return Artifact(dest)
 
 
