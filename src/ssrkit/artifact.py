@@ -60,6 +60,9 @@ CANARY_OUTPUT = "canary_output.log"
 
 #: The five files every artifact must have, in the order they are checked and hashed.
 CORE_FILES = (BUG_DIFF, WEAKEN_DIFF, TEST_SCRIPT, TEST_FILES, TEST_PARSER)
+#: The largest core file ssrkit reads (the diff limit of `patch.MAX_DIFF_BYTES`): a model writes them, and a
+#: larger one (a sparse file of a GB) is refused by its size, before it is read
+MAX_CORE_BYTES = 2 * 1024 * 1024
 
 #: Names used by the paper's prompts, accepted when reading.
 ALIASES = {
@@ -186,9 +189,16 @@ class Artifact:
         return None
 
     def read(self, name: str) -> str:
-        """A core file's text ('' when absent); undecodable bytes are replaced, never fatal."""
+        """A core file's text ('' when absent); undecodable bytes are replaced, never fatal. One over
+        MAX_CORE_BYTES is refused (SsrkitError) by its size, before it is read."""
         p = self.file(name)
-        return p.read_bytes().decode("utf-8", errors="replace") if p else ""
+        if p is None:
+            return ""
+        size = p.stat().st_size
+        if size > MAX_CORE_BYTES:
+            raise SsrkitError(f"{p}: {size / 1048576:.1f} MiB, over the {MAX_CORE_BYTES // 1048576} MiB limit of an "
+                              f"artifact file; it is not an artifact ssrkit reads (delete it or the artifact)")
+        return p.read_bytes().decode("utf-8", errors="replace")
 
     @property
     def bug_diff(self) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata, check_name
+from ..artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
 from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
@@ -171,7 +171,8 @@ def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None
     or (`staged`) is not exactly what this injector leaves in staging: a symlink inside, or an id other than its
     content's. Its validation counts only when it was made from its present files (else None: not valid)."""
     bug = d / BUG_DIFF
-    if d.is_symlink() or not d.is_dir() or bug.is_symlink() or not bug.is_file():
+    if d.is_symlink() or not d.is_dir() or bug.is_symlink() or not bug.is_file() or \
+            bug.stat().st_size > MAX_CORE_BYTES:
         return None
     if staged and _holds_symlink(d):
         return None
@@ -186,10 +187,12 @@ def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None
         validation = None
     try:
         art_id = art.id
+        if staged and art_id != art.content_id():
+            return None
     except (OSError, SsrkitError):
+        if staged:
+            return None
         art_id = d.name
-    if staged and art_id != art.content_id():
-        return None
     return hashlib.sha256(bug.read_bytes()).hexdigest(), Existing(d, meta, validation, staged, art_id)
 
 
