@@ -48,6 +48,7 @@ from .fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
+from .sandbox.base import OutputCapture
 from .solve import JUNK
 from .source import RepoSource
 
@@ -225,7 +226,7 @@ def _join_diffs(*diffs: str) -> str:
 # -- the in-container grader ----------------------------------------------------------------------
 
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
-_GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
+_GRADER_PARTS = (OutputCapture, testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
                  grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
                  grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
                  grading._failing_assertion, grading._start, grading._selecting_words, grading._edited,
@@ -245,6 +246,7 @@ def grader_script(data: dict[str, Any]) -> str:
         f"_WORD = re.compile({grading._WORD.pattern!r})",
         f"_FILLER = {grading._FILLER!r}",
         f"TASK_CONTAINER_ENV = {TASK_CONTAINER_ENV!r}",
+        f"OUTPUT_BYTES = {_LIMITS.output_bytes!r}",
         f"GIT_SAFETY = {GIT_SAFETY!r}",
         f"REWARD_FILES = {REWARD_FILES!r}",
         "pyast = types.SimpleNamespace(parse=ast.parse)  # ssrkit.pyast: the grader parses in one thread",

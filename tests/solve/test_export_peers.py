@@ -160,14 +160,14 @@ def test_jsonl_instances_make_swebench_test_specs(exported):
 # -- Harbor ---------------------------------------------------------------------------------------
 
 def harbor_reward(task_dir: Path, fix: str, work: Path, *, env: dict[str, str] | None = None,
-                  wrap: list[str] | None = None) -> tuple[float, dict]:
+                  wrap: list[str] | None = None, timeout: float = 600) -> tuple[float, dict]:
     """Harbor's verifier on a clone of the snapshot with `fix` applied: (reward.txt, ssrkit_eval.json).
     `env` adds to the verifier's environment; `wrap` is a command line around `bash test.sh`."""
     clone_snapshot(task_dir / "environment" / core.BUNDLE, work)
     git_apply(work, fix)
     logs = work.parent / f"{work.name}-logs"
     subprocess.run([*(wrap or []), "bash", str(task_dir / "tests" / "test.sh")], capture_output=True, text=True,
-                   timeout=600, env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_VERIFIER_LOGS": str(logs),
+                   timeout=timeout, env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_VERIFIER_LOGS": str(logs),
                                      **(env or {})})
     reward = float((logs / "reward.txt").read_text())
     assert json.loads((logs / "reward.json").read_text()) == {"reward": reward}  # Harbor reads this one first
@@ -306,6 +306,44 @@ def test_harbor_writes_the_reward_after_the_agents_processes_are_gone(exported, 
                                     env={core.TASK_CONTAINER_ENV: "1"})
     assert reward == 0.0 and not verdict["passed"], verdict["reason"]
     assert verdict["ended_processes"] >= 1
+
+
+HOLDER = """
+import os as _os, subprocess as _sp
+if not _os.environ.get("SSRKIT_TEST_HOLDER"):
+    _os.environ["SSRKIT_TEST_HOLDER"] = "1"
+    # a process outside the tests' process group holding the test script's output open
+    with open(f"/proc/{{_os.getppid()}}/fd/1", "wb") as _out:
+        _p = _sp.Popen(["setsid", "sleep", "120"], stdout=_out, stderr=_out, stdin=_sp.DEVNULL)
+    with open({pidfile!r}, "a") as _f:
+        _f.write(f"{{_p.pid}}\\n")
+"""
+
+
+@pytest.mark.parametrize("name", HARBOR)
+def test_harbor_verifier_does_not_wait_for_a_process_holding_the_tests_output(exported, name, tmp_path):
+    """A fix whose code starts a process that leaves the tests' process group and keeps their output open: the
+    verdict comes when the test script ends (the verifier used to wait for the end of the output: a hang past
+    Harbor's verifier timeout, and no reward)."""
+    task = exported[0][name][2]
+    task_dir = exported[2] / task.instance_id
+    pidfile = tmp_path / "holders"
+    clone_snapshot(task_dir / "environment" / core.BUNDLE, tmp_path / "src")
+    target = next(p for p in core.patches.touched_files(task.patch) if p.endswith(".py"))
+    with open(tmp_path / "src" / target, "a") as fh:
+        fh.write(HOLDER.format(pidfile=str(pidfile)))
+    fix = subprocess.run(["git", "diff"], cwd=tmp_path / "src", capture_output=True, text=True, check=True).stdout
+    try:
+        started = time.monotonic()
+        reward, verdict = harbor_reward(task_dir, fix, tmp_path / "w", timeout=100)
+        assert reward == 0.0 and not verdict["passed"]
+        assert time.monotonic() - started < 100
+    finally:
+        for pid in (pidfile.read_text().split() if pidfile.exists() else []):
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
 
 
 def forging_fix(task_dir: Path, work: Path, ids: list[str]) -> str:

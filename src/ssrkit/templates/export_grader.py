@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from dataclasses import dataclass, field
@@ -169,6 +170,14 @@ def restore_protected(data, git_dir, work, fix_touched, fix_added):
     return restored, deleted, originals
 
 
+def _pump(stream, cap):
+    try:
+        while chunk := stream.read1(1 << 16):
+            cap.feed(chunk)
+    except (OSError, ValueError):
+        pass
+
+
 def run_tests(data, work):
     """Run test_script.sh at the repository root, parse its log with test_parser.py afterwards (testrun.run_tests)."""
     scratch = tempfile.mkdtemp(prefix="run-", dir=STATE)
@@ -183,21 +192,28 @@ def run_tests(data, work):
                             stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     timed_out = False
     started = time.monotonic()
+    # the log as ssrkit's sandboxes keep it (head and tail within OUTPUT_BYTES), read while the tests run; the
+    # verdict waits for the test script, not for the end of its output, which a process that left the group
+    # could hold open forever
+    cap = OutputCapture(OUTPUT_BYTES)
+    reader = threading.Thread(target=_pump, args=(proc.stdout, cap), daemon=True)
+    reader.start()
     try:
-        out, _ = proc.communicate(timeout=data["timeout"])
+        proc.wait(timeout=data["timeout"])
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
     seconds = time.monotonic() - started
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # nothing the tests started outlives them
     except OSError:
         pass
     end_leftovers()  # nor what left their process group (setsid)
+    proc.wait()
+    reader.join(5)
+    out, truncated = cap.result()
     log = out.decode("utf-8", "replace")
     run = TestRun(log=log, exit_code=proc.returncode if not timed_out else 124, seconds=seconds,
-                  timed_out=timed_out, truncated=False)
+                  timed_out=timed_out, truncated=truncated)
     parser = os.path.join(scratch, "test_parser.py")  # written only now: the tests cannot have replaced it
     with open(parser, "w") as fh:
         fh.write(data["test_parser"])
