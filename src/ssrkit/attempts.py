@@ -53,11 +53,15 @@ def is_complete(d: Path) -> bool:
 
 
 def file_digest(path: Path) -> str | None:
-    """sha256 of a file's bytes; None when there is no such file."""
+    """sha256 of a file's bytes, read in chunks (a GB of it costs no memory); None when there is no such file."""
+    h = hashlib.sha256()
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None
+    return h.hexdigest()
 
 
 def attempt_binding(artifact: Artifact, name: str) -> dict[str, Any]:

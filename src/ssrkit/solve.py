@@ -196,7 +196,8 @@ class Engine:
         if not fix_path.is_file():
             raise SsrkitError(f"{d}: no {FIX} to re-grade; run `ssrkit solve` to redo this attempt")
         old = read_eval(artifact, name) or {}
-        fix = fix_path.read_bytes().decode("utf-8", "replace")
+        with open(fix_path, "rb") as fh:  # past the diff limit the rest is never read: the verdict is "too large"
+            fix = fh.read(patches.MAX_DIFF_BYTES + 1).decode("utf-8", "replace")
         info = dict(old.get("solver_info") or {})
         info["regraded"] = True
         return self._write_graded(artifact, name, fix, solver=old.get("solver", "unknown"), solver_info=info,

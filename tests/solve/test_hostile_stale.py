@@ -111,3 +111,19 @@ def test_a_validation_without_its_binding_grades_nothing(validated, name, tmp_pa
     with pytest.raises(SsrkitError, match="not made from its present files; validate it first"):
         make_engine().solve([(art, source)], make_solver("null"), attempts=1)
     assert not (art.path / "attempts").exists()
+
+
+def test_a_size_bomb_in_an_attempt_is_never_read_whole(engine, calc_artifact):
+    """A 900 MB sparse fix.diff left in an attempt directory: its regrade reads no more than the diff limit
+    (the verdict: too large), and checking the attempt's binding streams it."""
+    import resource
+
+    d = calc_artifact.path / "attempts" / "001"
+    d.mkdir(parents=True)
+    with open(d / "fix.diff", "wb") as fh:
+        fh.truncate(900 * 1024 * 1024)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    [rec] = engine.regrade([(calc_artifact, calc_artifact.metadata.repo)])
+    assert not rec["passed"] and "too large" in rec["reason"]
+    assert [s.source for s in scored_attempts(calc_artifact)] == ["eval.json"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 300 * 1024  # KiB
