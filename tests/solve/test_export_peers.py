@@ -346,6 +346,22 @@ def test_harbor_verifier_does_not_wait_for_a_process_holding_the_tests_output(ex
                 pass
 
 
+def test_an_export_never_replaces_a_linked_task_directory(exported, tmp_path):
+    """`--out DIR` where DIR/<instance_id> is a symlink to a directory of the user's: refused, left alone (an
+    export replaces its task directories)."""
+    task = exported[0][HARBOR[0]][2]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    for dest, write in ((tmp_path / "harbor", core.write_harbor_task),
+                        (tmp_path / "swebench" / "tasks", lambda t, d: core.write_swebench_task(t, d, "x/y", "b"))):
+        dest.mkdir(parents=True)
+        (dest / task.instance_id).symlink_to(mine)
+        with pytest.raises(SsrkitError, match="is a symlink"):
+            write(task, dest)
+        assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
+
+
 def forging_fix(task_dir: Path, work: Path, ids: list[str]) -> str:
     """A fix whose code, when the tests import it, writes a `--- PASS` line for every required test into the
     grader's own output (/proc/PID/fd/1 of its ancestor grade.py: root in the container may) and ends the run
