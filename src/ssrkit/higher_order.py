@@ -28,6 +28,7 @@ from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES
                        Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
+from .fsutil import own_dir
 from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
@@ -219,7 +220,7 @@ def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
         new_texts = dict(texts, **{BUG_DIFF: combined,
                                    TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
         new_id = content_id(new_texts)
-        dest = Path(out_dir) / new_id
+        dest = own_dir(Path(out_dir) / new_id, "the artifact directory")
         if dest.exists() and not (dest / METADATA).is_file():
             shutil.rmtree(dest)  # written by a run that was killed before it finished: make it again
         if new_id in known and not dest.exists():

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_artifacts
-from .attempts import scored_attempts
+from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
+from .attempts import current_reward, scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
@@ -114,7 +114,15 @@ class Pool:
         if not p.is_file():
             return cls()
         data = read_json(p)
-        return cls({e["id"]: PoolEntry(**e) for e in data.get("entries", [])})
+        entries = [PoolEntry(**e) for e in data.get("entries", [])]
+        for e in entries:  # they name where copies are written and removed: names and paths inside the run only
+            check_name(e.id, f"{p}: id")
+            if e.repo:
+                check_name(e.repo, f"{p}: repo")
+            rel = Path(e.path)
+            if rel.is_absolute() or ".." in rel.parts:
+                raise SsrkitError(f"{p}: path {e.path!r} of {e.id} is not inside the run directory; fix or delete it")
+        return cls({e.id: e for e in entries})
 
     def save(self, run: Path) -> None:
         atomic_write_json(Path(run) / POOL, {"entries": [asdict(e) for e in self.entries.values()]})
@@ -231,7 +239,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     valid_new = 0
     validate_seconds = 0.0
     for a in injected:
-        v = a.validation or {}
+        v = a.validation_if_current() or {}  # a verdict on other files counts as none
         ok = bool(v.get("valid"))
         valid_new += ok
         validate_seconds += float(v.get("seconds", 0.0))
@@ -243,14 +251,14 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         for strategy, discarded in discarded_by_strategy(summary).items():
             by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())
-    tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
+    tasks = [a for s in ("inject", "tasks") for a in arts[s] if a.is_valid]
     attempts = solved = 0
     rates: list[float] = []
     inj_rewards: list[float] = []
     sol_rewards: list[float] = []
     solve_seconds = 0.0
     for section, a in [*(("inject", a) for a in arts["inject"]), *(("tasks", a) for a in arts["tasks"])]:
-        r = a.reward
+        r = current_reward(a)
         if r:
             if section == "inject":  # the injector acted this round only on its new artifacts
                 inj_rewards.append(float(r["injector_reward"]))
@@ -264,7 +272,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
     earlier = made_before(run, round_no) if arts["higher"] else set()
-    higher_valid = len({a.id for a in arts["higher"] if (a.validation or {}).get("valid") and a.id not in earlier})
+    higher_valid = len({a.id for a in arts["higher"] if a.is_valid and a.id not in earlier})
     pool = pool or Pool.load(run)
     return {
         "round": round_no,
@@ -296,10 +304,10 @@ def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str,
     pool = Pool.load(run)
     arts = round_artifacts(run, round_no)
     for a in [*arts["inject"], *arts["higher"]]:
-        if (a.validation or {}).get("valid"):
+        if a.is_valid:
             pool.add(a, run, round_no)
     for a in [*arts["inject"], *arts["tasks"]]:
-        r = a.reward
+        r = current_reward(a)
         if r and r.get("valid") and r.get("n_attempts"):
             pool.record(a.id, round_no, float(r["solve_rate"]))
     pool.retire(retire_after, round_no)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import Artifact, find_artifacts
+from .attempts import current_reward
 from .errors import SsrkitError
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
@@ -88,7 +89,7 @@ def build_report(run: Path) -> dict[str, Any]:
         for a in (*arts["inject"], *arts["higher"]):
             made.setdefault(a.id, a)
         histogram[str(n)] = solve_rate_histogram(task_solve_rates([*arts["inject"], *arts["tasks"]]))
-    valid = [a for a in made.values() if (a.validation or {}).get("valid")]
+    valid = [a for a in made.values() if a.is_valid]
     failing = Counter(first for a in made.values() if (first := first_failed_check(a)))
     return {
         "run": str(run),
@@ -106,7 +107,7 @@ def build_report(run: Path) -> dict[str, Any]:
 def task_solve_rates(artifacts: list[Artifact]) -> list[float]:
     """The solve rate of each valid artifact with finished attempts (reward.json)."""
     return [float(r["solve_rate"]) for a in artifacts
-            if (r := a.reward) and r.get("valid") and r.get("n_attempts")]
+            if (r := current_reward(a)) and r.get("valid") and r.get("n_attempts")]
 
 
 def first_failed_check(artifact: Artifact) -> str | None:

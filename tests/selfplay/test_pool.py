@@ -15,6 +15,8 @@ from ssrkit.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_la
 from ssrkit.reward import reward_record
 from ssrkit.source import RepoSource
 
+from fixtures.repos import finish_attempt, write_reward_json
+
 
 def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed: list[bool] | None = None,
                   strategy: str = "expression") -> Artifact:
@@ -29,13 +31,12 @@ def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed:
                                        "fail_to_pass": [f"t{k}"], "pass_to_pass": [], "seconds": 1.5,
                                        "content_id": art.content_id()})
     for i, ok in enumerate(passed or [], start=1):
-        atomic_write_json(dest / "attempts" / f"{i:03d}" / "eval.json",
-                          {"passed": ok, "reason": "", "tests": {}, "exit_code": 0, "attempt": f"{i:03d}",
-                           "seconds": 2.0, "solver_info": {"seconds": 3.0}})
+        finish_attempt(dest, f"{i:03d}", {"passed": ok, "reason": "", "tests": {}, "exit_code": 0,
+                                          "seconds": 2.0, "solver_info": {"seconds": 3.0}})
     if passed is not None or not valid:
         record = reward_record(valid=valid, passed=list(passed or []), alpha=0.8,
                                attempts=[f"{i:03d}" for i in range(1, len(passed or []) + 1)] if valid else None)
-        atomic_write_json(dest / "reward.json", {"artifact": str(dest), **record})
+        write_reward_json(dest, {"artifact": str(dest), **record})
     return Artifact(dest)
 
 
@@ -91,6 +92,22 @@ def test_select_skips_a_half_copied_task(tmp_path, repo):
     (partial / "bug_inject.diff").write_text("half")  # a killed copy
     carried = select_tasks(run, 2, n_new=1, old_ratio=0.5)
     assert len(carried) == 1 and (carried[0] / "artifact.toml").is_file() and not partial.exists()
+
+
+@pytest.mark.parametrize("field,value", [("id", "../../../../victim"), ("repo", ".."), ("path", "../../elsewhere")])
+def test_pool_records_never_steer_a_copy_outside_the_run(tmp_path, repo, field, value):
+    """pool.json names where carried tasks are copied (round-N/tasks/<repo>/<id>, a `.<id>.partial` removed
+    first) and what is copied: an edited record is refused, and nothing outside the run is written or removed."""
+    run = tmp_path / "run"
+    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[True, False])
+    close_round(run, 1)
+    (round_dir(run, 2) / "inject").mkdir(parents=True)
+    data = json.loads((run / POOL).read_text())
+    data["entries"][0][field] = value
+    (run / POOL).write_text(json.dumps(data))
+    with pytest.raises(SsrkitError, match="pool.json: .*(not a name|not inside the run)"):
+        select_tasks(run, 2, n_new=1, old_ratio=0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mylib", "run"]
 
 
 def test_retire_rules(tmp_path, repo):
