@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.git import init_repo
 from ssrkit.artifact import Artifact, Metadata, create_artifact, find_artifacts
 from ssrkit.errors import SsrkitError
 from ssrkit.source import RepoSource
@@ -43,11 +44,7 @@ def test_content_id_depends_on_content_only(tmp_path):
 
 
 def test_create_and_reload_metadata(tmp_path):
-    import subprocess
-
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)  # artifact.toml names git repositories only
+    repo = init_repo(tmp_path / "repo")  # artifact.toml names git repositories only
     meta = Metadata(repo=RepoSource.local(repo), base_commit="abc", strategy="removal",
                     injector={"agent": "procedural", "seed": 3, "model": None})
     art = create_artifact(tmp_path / "art", bug_diff="d", weaken_diff="w", test_script="s",
@@ -86,8 +83,6 @@ def test_find_artifacts_skips_hidden_work_in_progress(tmp_path):
 
 
 def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
-    import subprocess
-
     from ssrkit.artifact import Artifact
     from ssrkit.errors import SsrkitError
     from ssrkit.sandbox import fingerprint, open_sandbox
@@ -106,7 +101,7 @@ def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
             with pytest.raises(SsrkitError, match="not the top of a git repository"):
                 use()
     assert copies() == before  # nothing was copied
-    subprocess.run(["git", "init", "-q", str(plain)], check=True)
+    init_repo(plain)
     (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain / "sub"}"\n')
     with pytest.raises(SsrkitError, match=f"its repository is {plain}"):
         fingerprint(Artifact(art).metadata.repo)

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import typer
@@ -15,10 +14,10 @@ from typer.core import TyperGroup, TyperOption
 from rich.text import Text
 from typer.testing import CliRunner
 
+from fixtures.paths import ROOT
 from ssrkit.cli.common import epilog_blocks
 from ssrkit.cli.main import app
 
-ROOT = Path(__file__).resolve().parents[1]
 #: commands whose work is about one repository: each takes --repo (some also take it as their argument)
 REPO_COMMANDS = ("inject", "validate", "solve", "higher-order", "export", "image build")
 

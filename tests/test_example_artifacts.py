@@ -3,13 +3,13 @@
 import importlib.util
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "examples" / "artifacts"
-TEMPLATES = ROOT / "src" / "ssrkit" / "templates"
+from fixtures.paths import EXAMPLES, FIXTURES, SRC
+
+ARTIFACTS = EXAMPLES / "artifacts"
+TEMPLATES = SRC / "ssrkit" / "templates"
 CHECKS = [
     "files",
     "diffs_parse",
@@ -76,7 +76,7 @@ def test_diffs_look_like_git_diffs(name):
 
 
 def load_checker():
-    spec = importlib.util.spec_from_file_location("manual_check", ROOT / "tests" / "fixtures" / "manual_check.py")
+    spec = importlib.util.spec_from_file_location("manual_check", FIXTURES / "manual_check.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

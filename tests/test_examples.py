@@ -3,13 +3,14 @@
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from fixtures.git import git
+from fixtures.paths import EXAMPLES
 from ssrkit.examples import ExampleError, available, materialize, patches
 
-SRC = Path(__file__).resolve().parents[1] / "examples" / "repos"
+SRC = EXAMPLES / "repos"
 
 # Pinned so that a change in materialize() or in the patches is noticed.
 # After editing a patch series on purpose, update these hashes.
@@ -17,10 +18,6 @@ EXPECTED_HEADS = {
     "ledger": "75e8b661e6fcf95690c83e883e712d09fb420279",
     "textkit": "f39b46b60a7f89930368ec3687ed80cc8c907aec",
 }
-
-
-def git(repo, *args):
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +35,15 @@ def test_heads_are_deterministic(repos, tmp_path):
     again = materialize(SRC, tmp_path, ["textkit", "ledger"])
     assert [p.name for p in again] == ["textkit", "ledger"]
     for path in again:
-        assert git(path, "rev-parse", "HEAD") == git(repos[path.name], "rev-parse", "HEAD")
-        assert git(path, "rev-parse", "HEAD") == EXPECTED_HEADS[path.name]
+        assert git(path, "rev-parse", "HEAD").strip() == git(repos[path.name], "rev-parse", "HEAD").strip()
+        assert git(path, "rev-parse", "HEAD").strip() == EXPECTED_HEADS[path.name]
 
 
 def test_materialize_is_idempotent(repos):
     dest = repos["textkit"].parent
-    before = {name: git(path, "rev-parse", "HEAD") for name, path in repos.items()}
+    before = {name: git(path, "rev-parse", "HEAD").strip() for name, path in repos.items()}
     assert materialize(SRC, dest) == [dest / "ledger", dest / "textkit"]
-    assert {name: git(path, "rev-parse", "HEAD") for name, path in repos.items()} == before
+    assert {name: git(path, "rev-parse", "HEAD").strip() for name, path in repos.items()} == before
 
 
 @pytest.mark.parametrize("name", ["textkit", "ledger"])
@@ -64,7 +61,7 @@ def test_history(repos, name):
         assert any(not p.startswith("tests/") for p in changed), changed
     assert git(repo, "log", "--format=%an <%ae>").splitlines() == ["Example Maintainer <maintainer@example.invalid>"] * len(subjects)
     assert git(repo, "status", "--porcelain") == ""
-    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
 
 
 def run(repo, *args):

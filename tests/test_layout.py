@@ -213,3 +213,43 @@ def test_every_import_of_ssrkit_resolves():
                 if target not in MODULES:
                     broken.append(f"{name}:{node.lineno}: {target}")
     assert broken == []
+
+
+# -- the tests' own tree --------------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+#: run as `python FILE` (never imported by pytest): a script may find its own imports
+TEST_SCRIPTS = {"fixtures/manual_check.py"}
+
+
+def _test_sources() -> dict[str, ast.Module]:
+    return {str(p.relative_to(TESTS)): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(TESTS.rglob("*.py"))
+            if p.relative_to(TESTS).parts[0] != "data" and str(p.relative_to(TESTS)) not in TEST_SCRIPTS}
+
+
+def _imports_a_test_module(node: ast.AST) -> bool:
+    names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+             else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+    return any(part == "conftest" or part.startswith("test_") for n in names for part in n.split(".")) or (
+        isinstance(node, ast.ImportFrom) and node.level > 0)
+
+
+def _edits_sys_path(node: ast.AST) -> bool:
+    def is_sys_path(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return is_sys_path(node.func.value) and node.func.attr in ("insert", "append", "extend")
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(is_sys_path(t) or (isinstance(t, ast.Subscript) and is_sys_path(t.value)) for t in targets)
+    return False
+
+
+def test_helpers_come_from_fixtures_and_nobody_edits_sys_path():
+    """Helpers are modules of tests/fixtures/ (`from fixtures.git import git`), never a conftest or another
+    test module: `from conftest import` finds whichever conftest another folder imported first, and a test module
+    imported by another runs its module code twice. pyproject's `pythonpath` puts src/ and tests/ on sys.path,
+    so no test edits it (a subprocess gets PYTHONPATH from fixtures.paths.pythonpath())."""
+    bad = [f"{rel}:{node.lineno}" for rel, tree in _test_sources().items() for node in ast.walk(tree)
+           if _imports_a_test_module(node) or _edits_sys_path(node)]
+    assert bad == []

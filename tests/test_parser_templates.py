@@ -13,13 +13,13 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "src" / "ssrkit" / "templates"
-LOGS = Path(__file__).resolve().parent / "data" / "parser_logs"
+from fixtures.paths import SRC, TESTS
+
+TEMPLATES = SRC / "ssrkit" / "templates"
+LOGS = TESTS / "data" / "parser_logs"
 
 
 def load(name):

@@ -1,16 +1,12 @@
 """Unified diffs: parsing, path safety, reversing and applying against real git repositories."""
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from fixtures.git import git
 from ssrkit import patch
 from ssrkit.errors import PatchError
-
-
-def git(cwd, *args):
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True).stdout
 
 
 @pytest.fixture
@@ -23,7 +19,7 @@ def repo(tmp_path):
     (r / "old.txt").write_text("bye\n")
     (r / "mv.txt").write_text("moved content\n" * 5)
     git(r, "add", "-A")
-    git(r, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    git(r, "commit", "-qm", "init")
     return r
 
 

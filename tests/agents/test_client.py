@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 
 import pytest
-from scripted_server import render_prompt, toy_logprob, toy_tokens
 
+from fixtures.scripted_server import render_prompt, toy_logprob, toy_tokens
 from ssrkit.agents import ContextLengthError, ModelClient, ModelError, Sampling
 from ssrkit.errors import SsrkitError
 

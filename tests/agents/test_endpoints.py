@@ -5,6 +5,7 @@ trajectory completes and records which server answered each turn."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -13,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.agents import make_by_turn, tiny_injector_steps
+from fixtures.paths import FIXTURES, pythonpath
 from ssrkit.agents.client import ModelError
 from ssrkit.agents.endpoints import EndpointPool, base_urls, connect
 from ssrkit.config import load_config
 from ssrkit.inject.llm import inject_llm
 from ssrkit.source import RepoSource
-
-TESTS = Path(__file__).resolve().parents[1]
 
 
 def test_base_urls_from_flags_commas_and_a_file(tmp_path):
@@ -34,15 +35,15 @@ def test_base_urls_from_flags_commas_and_a_file(tmp_path):
         base_urls([str(tmp_path / "empty.txt")])
 
 
-def test_spread_sticky_and_failover_when_a_server_dies(tiny_repo, serve, by_turn, injector_steps, tmp_path):
+def test_spread_sticky_and_failover_when_a_server_dies(tiny_repo, serve, tmp_path):
     # the server that dies is a process of its own, killed (SIGKILL) after answering 4 turns
     script = tmp_path / "script.py"
-    script.write_text(f"import sys\nsys.path[:0] = [{str(TESTS)!r}, {str(TESTS / 'agents')!r}]\n"
-                      "from conftest import make_by_turn, tiny_injector_steps\n"
+    script.write_text("from fixtures.agents import make_by_turn, tiny_injector_steps\n"
                       "SCRIPT = make_by_turn(tiny_injector_steps)\n")
     record = tmp_path / "victim.jsonl"
-    victim = subprocess.Popen([sys.executable, str(TESTS / "scripted_server.py"), "--script", str(script),
-                               "--record", str(record)], stdout=subprocess.PIPE, text=True)
+    victim = subprocess.Popen([sys.executable, str(FIXTURES / "scripted_server.py"), "--script", str(script),
+                               "--record", str(record)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": pythonpath()})
     killed = threading.Event()
 
     def kill_after_four_turns():
@@ -56,7 +57,7 @@ def test_spread_sticky_and_failover_when_a_server_dies(tiny_repo, serve, by_turn
 
     try:
         victim_url = victim.stdout.readline().strip()
-        servers = [serve(by_turn(injector_steps)), serve(by_turn(injector_steps))]
+        servers = [serve(make_by_turn(tiny_injector_steps)), serve(make_by_turn(tiny_injector_steps))]
         threading.Thread(target=kill_after_four_turns, daemon=True).start()
         urls = [servers[0].base_url, victim_url, servers[1].base_url]
         pool = connect(urls, "scripted-model", backoff_s=0.05, max_backoff_s=0.1)

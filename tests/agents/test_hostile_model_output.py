@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit.examples import materialize
+from fixtures.paths import pythonpath
 
-TESTS = Path(__file__).resolve().parents[1]
-EXAMPLES = TESTS.parent / "examples"
 #: a sparse file of this size costs no disk, but reading it whole costs this much memory (twice, decoded)
 BOMB = "900M"
 #: the peak RSS of the process that ran the agent, well below the bomb's size
@@ -26,7 +24,7 @@ MAX_RSS_MB = 400
 RUN = r"""
 import json, resource, sys
 from pathlib import Path
-from scripted_server import ScriptedServer, bash, create, edit, submit
+from fixtures.scripted_server import ScriptedServer, bash, create, edit, submit
 from ssrkit.agents import Agent, AgentConfig, ModelClient, Trajectory
 from ssrkit.inject.llm import SUBMISSION_DIRNAME, run_llm_injection
 from ssrkit.sandbox import open_sandbox
@@ -58,14 +56,9 @@ print(json.dumps({{"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss 
 """.format(bomb=BOMB)
 
 
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory) -> dict[str, Path]:
-    return {p.name: p for p in materialize(EXAMPLES / "repos", tmp_path_factory.mktemp("repos"))}
-
-
 def run_agent(role: str, repo: Path, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(TESTS.parent / "src")])}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     proc = subprocess.run([sys.executable, "-c", RUN, role, str(repo), str(out)], capture_output=True, text=True,
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -78,8 +71,8 @@ def du(path: Path) -> int:
 
 
 @pytest.mark.parametrize("name", ["textkit", "ledger"])
-def test_the_edit_tool_sizes_a_file_before_reading_it(repos, name, tmp_path):
-    got = run_agent("solver", repos[name], tmp_path)
+def test_the_edit_tool_sizes_a_file_before_reading_it(example_repos, name, tmp_path):
+    got = run_agent("solver", example_repos[name], tmp_path)
     edit_said = next(s for s in got["said"] if "big.py" in s and "edit tool" in s)
     assert "900.0 MiB" in edit_said and "change it with bash" in edit_said
     assert any(s.startswith("Overwrote big.py") for s in got["said"])  # create replaces it without reading it
@@ -87,8 +80,8 @@ def test_the_edit_tool_sizes_a_file_before_reading_it(repos, name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["textkit", "ledger"])
-def test_a_submitted_file_is_sized_before_it_is_read(repos, name, tmp_path):
-    got = run_agent("injector", repos[name], tmp_path)
+def test_a_submitted_file_is_sized_before_it_is_read(example_repos, name, tmp_path):
+    got = run_agent("injector", example_repos[name], tmp_path)
     assert any("bug_inject.diff is 900.0 MiB, over the 2.0 MiB limit" in s for s in got["said"])  # told at submit
     assert "bug_inject.diff is 900.0 MiB" in got["error"]
     assert not (tmp_path / "art" / "bug_inject.diff").exists() and du(tmp_path) < 10 * 1024 * 1024

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+from fixtures.agents import make_by_turn, tiny_injector_steps
+from fixtures.paths import SRC
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -17,8 +18,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_llm_injections_are_validated_kept_and_resumable(tiny_repo, serve, by_turn, injector_steps, tmp_path):
-    server = serve(by_turn(injector_steps))
+def test_llm_injections_are_validated_kept_and_resumable(tiny_repo, serve, tmp_path):
+    server = serve(make_by_turn(tiny_injector_steps))
     out = tmp_path / "out"
     args = ["inject", str(tiny_repo), "--agent", "llm", "--base-url", server.base_url, "--model", "scripted-model",
             "--n", "2", "--out", str(out), "--strategy", "removal", "--json"]

@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-SRC = Path(__file__).resolve().parents[2] / "src"
+from fixtures.agents import make_by_turn, tiny_injector_steps
+from fixtures.paths import SRC
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
@@ -24,8 +23,8 @@ def outcome(records: list[dict]) -> list[tuple]:
     return sorted((Path(r["path"]).name, r["id"], r["strategy"], r["exit_status"], r["valid"]) for r in records)
 
 
-def test_three_shards_equal_unsharded(tiny_repo, serve, by_turn, injector_steps, tmp_path):
-    server = serve(by_turn(injector_steps))
+def test_three_shards_equal_unsharded(tiny_repo, serve, tmp_path):
+    server = serve(make_by_turn(tiny_injector_steps))
     base = ["inject", str(tiny_repo), "--agent", "llm", "--base-url", server.base_url, "--model", "scripted-model",
             "--n", "4", "--strategy", "removal", "--json"]
     res = cli(*base, "--out", str(tmp_path / "whole"))
@@ -40,14 +39,7 @@ def test_three_shards_equal_unsharded(tiny_repo, serve, by_turn, injector_steps,
     assert all(r["valid"] for r in whole)
 
 
-@pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
-    from fixtures.raycluster import local_ray_cluster
-
-    yield from local_ray_cluster(tmp_path_factory)
-
-
-def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, by_turn, injector_steps, tmp_path):
+def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, tmp_path):
     from ssrkit.agents import ModelClient
     from ssrkit.config import load_config
     from ssrkit.executor import LocalExecutor
@@ -55,7 +47,7 @@ def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, by
     from ssrkit.executor.ray import RayExecutor
     from ssrkit.source import RepoSource
 
-    server = serve(by_turn(injector_steps))
+    server = serve(make_by_turn(tiny_injector_steps))
     client = ModelClient(server.base_url, "scripted-model")
     cfg = load_config(None, tiny_repo)
     out = {}

@@ -10,8 +10,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from scripted_server import bash, submit
 
+from fixtures.agents import make_by_turn, tiny_injector_steps
+from fixtures.git import git
+from fixtures.scripted_server import bash, submit
 from ssrkit.agents import AgentConfig, ModelClient, ModelError, Trajectory, injector_prompts
 from ssrkit.artifact import CORE_FILES, Artifact
 from ssrkit.errors import SsrkitError
@@ -32,17 +34,16 @@ def run_tests(repo: Path, art: Artifact, *diffs: str) -> dict[str, str]:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(repo, work)
     for name in diffs:
-        subprocess.run(["git", "apply", str(art.path / name)], cwd=work, check=True)
+        git(work, "apply", str(art.path / name))
     log = subprocess.run(["bash", str(art.path / "test_script.sh")], cwd=work, capture_output=True, text=True)
     out = subprocess.run(["python", str(art.path / "test_parser.py")], input=log.stdout, capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout)
 
 
-def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_repo, tmp_path, monkeypatch, by_turn,
-                                                         injector_steps):
+def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_repo, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    server = serve(by_turn(injector_steps), api_key=KEY, token_ids="vllm")
+    server = serve(make_by_turn(tiny_injector_steps), api_key=KEY, token_ids="vllm")
     out = tmp_path / "artifacts" / "a1"
     result = run_llm_injection(sandbox, make_client(server, want_token_ids=True), out_dir=out, strategy="removal",
                                seed=3, source=RepoSource.local(tiny_repo),
@@ -55,8 +56,7 @@ def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_re
     art = Artifact(out)
     meta = tomllib.loads((out / "artifact.toml").read_text())
     assert meta["strategy"] == "removal" and meta["order"] == 1 and meta["id"] == art.content_id()
-    head = subprocess.run(["git", "-C", str(tiny_repo), "rev-parse", "HEAD"], capture_output=True, text=True)
-    assert meta["base_commit"] == head.stdout.strip()
+    assert meta["base_commit"] == git(tiny_repo, "rev-parse", "HEAD").strip()
     assert meta["repo"] == {"kind": "local", "path": str(tiny_repo)}
     inj = meta["injector"]
     assert (inj["agent"], inj["model"], inj["seed"], inj["trajectory"]) == ("llm", "scripted-model", 3,
@@ -87,7 +87,7 @@ def test_successful_injection_writes_a_complete_artifact(serve, sandbox, tiny_re
     assert all(KEY not in r["raw"] for r in server.requests)
 
 
-def test_incomplete_submission_gets_one_second_chance_then_a_clear_error(serve, sandbox, tmp_path, by_turn):
+def test_incomplete_submission_gets_one_second_chance_then_a_clear_error(serve, sandbox, tmp_path):
     def steps(sub):
         return [
             bash(f"echo 'tests/test_calc.py' > {sub}/test_files.txt && touch {sub}/test_weaken.diff"),
@@ -96,7 +96,7 @@ def test_incomplete_submission_gets_one_second_chance_then_a_clear_error(serve, 
             submit("Now really done."),
         ]
 
-    server = serve(by_turn(steps))
+    server = serve(make_by_turn(steps))
     out = tmp_path / "a2"
     result = run_llm_injection(sandbox, make_client(server), out_dir=out, strategy="direct",
                                config=AgentConfig(max_turns=10, command_timeout=30))

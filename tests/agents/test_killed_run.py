@@ -8,17 +8,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from scripted_server import bash
-
+from fixtures.paths import pythonpath
+from fixtures.scripted_server import bash
 from ssrkit.agents import Trajectory
 
-HERE = Path(__file__).resolve().parent
 CHILD = """
 import sys
 from pathlib import Path
-from conftest import SubprocessSandbox
+from fixtures.subprocess_sandbox import SubprocessSandbox
 from ssrkit.agents import Agent, AgentConfig, ModelClient, Trajectory
 repo, work, url, out = sys.argv[1:5]
 sandbox = SubprocessSandbox(Path(repo), Path(work))
@@ -35,8 +33,7 @@ def test_killed_run_keeps_its_turns(serve, tiny_repo, tmp_path):
 
     server = serve(rule, token_ids="vllm")
     out = tmp_path / "trajectory.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1] / "src"), str(HERE),
-                                                        str(HERE.parent)]))
+    env = dict(os.environ, PYTHONPATH=pythonpath())
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tiny_repo), str(tmp_path / "work"),
                               server.base_url, str(out)], env=env, start_new_session=True)
     try:

@@ -6,8 +6,8 @@ import json
 import time
 
 import pytest
-from scripted_server import bash, create, edit, render_prompt, submit, toy_tokens
 
+from fixtures.scripted_server import bash, create, edit, render_prompt, submit, toy_tokens
 from ssrkit.agents import Agent, AgentConfig, FormatError, ModelClient, ModelError, Trajectory, parse_tool_call
 from ssrkit.agents.tools import ToolError, apply_blocks, truncate
 from ssrkit.errors import SsrkitError

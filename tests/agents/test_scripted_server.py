@@ -7,11 +7,11 @@ import os
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
+from fixtures.paths import FIXTURES
 from ssrkit.agents import ModelClient
 
-SERVER = Path(__file__).resolve().parents[1] / "scripted_server.py"
+SERVER = FIXTURES / "scripted_server.py"
 
 
 def start(args, env=None):

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.cluster import sample_items, verdict
+from fixtures.paths import SRC
+from fixtures.raycluster import node_args
 from ssrkit.executor import LocalExecutor
 from ssrkit.validate import Settings, Validator, validate_all
-
-from clusterlib import sample_items, verdict
-from fixtures.raycluster import node_args
 
 pytest.importorskip("ray")
 
@@ -155,7 +155,7 @@ def ctrl_c_reaches_it() -> None:
 
 def _interrupted_run(cluster_address: str, items_dir: Path, run: str) -> subprocess.CompletedProcess:
     """`ssrkit validate --executor ray` as a subprocess, sent SIGINT once its units have sandboxes open."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+    env = {**os.environ, "PYTHONPATH": str(SRC),
            "RAY_ADDRESS": cluster_address, "SSRKIT_RUN": run}
     proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(items_dir), "--executor", "ray",
                              "--json"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -192,7 +192,7 @@ def test_ctrl_c_leaves_no_task_and_no_sandbox(ray_cluster, example_repos, tmp_pa
     assert ray.available_resources().get(SLOT_RESOURCE, 0) == total
     assert sum((a.path / "validation.json").is_file() for a, _ in items) < len(items)  # it was interrupted
     # the same Ctrl-C under the local executor prints the same thing
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "SSRKIT_RUN": run + "-l"}
+    env = {**os.environ, "PYTHONPATH": str(SRC), "SSRKIT_RUN": run + "-l"}
     proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(tmp_path / "arts"), "--json",
                              "--jobs", "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=ctrl_c_reaches_it)

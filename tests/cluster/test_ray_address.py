@@ -17,19 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.repos import EXAMPLES, copy_artifact
+from fixtures.net import free_port
+from fixtures.paths import EXAMPLES, ROOT
+from fixtures.repos import copy_artifact
 
 pytest.importorskip("ray")
 
-ROOT = Path(__file__).resolve().parents[2]
 #: fails its static checks: the unit is cheap, but still runs as a Ray task
 INVALID = "textkit/invalid-files"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening(port: int) -> bool:

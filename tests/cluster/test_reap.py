@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.paths import SRC
 from ssrkit.sandbox import _cleanup
 from ssrkit.sandbox.local import LABEL, _tmp_root
 from ssrkit.sandbox.reap import reap
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 #: a process that opens a local sandbox of $SSRKIT_RUN, says where, and runs a long command in it
 HOLDER = r"""

@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.cluster import SAMPLE, sample_items, verdict
+from fixtures.paths import SRC
 from ssrkit.errors import SsrkitError
 from ssrkit.executor import Shard
-
-from clusterlib import SAMPLE, sample_items, verdict
-
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

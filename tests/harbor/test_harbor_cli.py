@@ -20,11 +20,8 @@ VENV = os.environ.get("SSRKIT_HARBOR_VENV", "")
 if not VENV:
     pytest.skip("the Harbor tier runs with `make test-harbor` (SSRKIT_HARBOR_VENV unset)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
-from ssrkit.examples import materialize  # noqa: E402
+from fixtures.paths import EXAMPLES, ROOT  # noqa: E402
+from fixtures.repos import copy_artifact, materialize_examples  # noqa: E402
 
 ARTIFACT = "textkit/valid-slug-truncate-off-by-one"
 
@@ -38,7 +35,7 @@ def ssrkit(*args: str) -> subprocess.CompletedProcess:
 def task(tmp_path_factory) -> Path:
     """One valid example artifact, validated and exported as a Harbor task directory."""
     tmp = tmp_path_factory.mktemp("harbor")
-    repo = {p.name: p for p in materialize(EXAMPLES / "repos", tmp / "repos")}["textkit"]
+    repo = materialize_examples(tmp / "repos", ["textkit"])["textkit"]
     art = copy_artifact(EXAMPLES / "artifacts" / ARTIFACT, tmp / "art")
     assert ssrkit("validate", str(art), "--repo", str(repo)).returncode == 0
     res = ssrkit("export", str(art), "--repo", str(repo), "--format", "harbor", "--out", str(tmp / "out"))

@@ -7,9 +7,8 @@ import json
 import pytest
 
 import ssrkit.inject.procedural as procedural
+from fixtures.sandboxes import local_sandbox
 from ssrkit.cli.main import main
-
-from conftest import local_sandbox
 
 
 @pytest.fixture
@@ -82,7 +81,7 @@ class _CountingSandbox:
         return self._sb.run(command, *args, **kwargs)
 
 
-def test_inject_json_counts_the_test_runs_made_when_the_original_run_was_cached(calc_repo, tmp_path, monkeypatch,
+def test_inject_json_counts_the_test_runs_made_when_the_original_run_was_cached(calc_history_repo, tmp_path, monkeypatch,
                                                                               capsys):
     """inject.json's per-strategy `runs` is the number of test runs the candidates made: an original run
     taken from the cache is not one (today's bug: it was counted whenever the cache answered)."""
@@ -97,7 +96,7 @@ def test_inject_json_counts_the_test_runs_made_when_the_original_run_was_cached(
 
     monkeypatch.setattr(procedural, "open_sandbox", factory)
     out = tmp_path / "out"
-    code, _, _ = run_cli(["inject", str(calc_repo), "--out", str(out), "--n", "3", "--strategy", "expression",
+    code, _, _ = run_cli(["inject", str(calc_history_repo), "--out", str(out), "--n", "3", "--strategy", "expression",
                           "--seed", "3", "--json"], capsys)
     assert code == 0
     notes = [n for d in out.iterdir() if (d / "validation.json").is_file()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.toyrepos import CALC_TEXT
 from ssrkit import patch as patches
 from ssrkit.artifact import CORE_FILES, Artifact
 from ssrkit.executor import Shard
@@ -18,17 +19,15 @@ from ssrkit.inject.procedural import Candidate, Session, inject
 from ssrkit.inject.runner import locate_test
 from ssrkit.validate import Settings, Validator
 
-from conftest import CALC_TEXT
-
 
 @pytest.fixture(scope="module")
-def calc_run(calc_repo, sandbox_factory, tmp_path_factory):
+def calc_run(calc_history_repo, sandbox_factory, tmp_path_factory):
     out = tmp_path_factory.mktemp("calc-out")
-    result = inject(calc_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
+    result = inject(calc_history_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
     return result, out
 
 
-def test_every_family_gives_a_valid_artifact(calc_run, calc_repo):
+def test_every_family_gives_a_valid_artifact(calc_run, calc_history_repo):
     result, out = calc_run
     assert len(result.artifacts) == 4
     assert sorted(a.strategy for a in result.artifacts) == ["combine", "expression", "history", "removal"]
@@ -42,7 +41,7 @@ def test_every_family_gives_a_valid_artifact(calc_run, calc_repo):
         assert meta["strategy"] == a.strategy
         assert meta["injector"]["agent"] == "procedural" and meta["injector"]["seed"] == 1
         assert meta["injector"]["operator"] == a.operator and meta["injector"]["target"] == a.target
-        assert meta["repo"] == {"kind": "local", "path": str(calc_repo)}
+        assert meta["repo"] == {"kind": "local", "path": str(calc_history_repo)}
         # the bug touches code only, the weakening test files only
         assert all(f.startswith("calc/") for f in patches.touched_files(art.bug_diff))
         assert set(patches.touched_files(art.weaken_diff)) <= set(art.test_files)
@@ -68,9 +67,9 @@ def test_weakening_removes_exactly_the_failing_tests(calc_run):
         assert removed == expected, a
 
 
-def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_repo, sandbox_factory, tmp_path):
+def test_same_seed_same_artifacts_even_in_parallel(calc_run, calc_history_repo, sandbox_factory, tmp_path):
     result, out = calc_run
-    again = inject(calc_repo, tmp_path, n=4, seed=1, jobs=2, sandbox_factory=sandbox_factory)
+    again = inject(calc_history_repo, tmp_path, n=4, seed=1, jobs=2, sandbox_factory=sandbox_factory)
     assert [a.id for a in again.artifacts] == [a.id for a in result.artifacts]
     for a, b in zip(result.artifacts, again.artifacts):
         for name in CORE_FILES:
@@ -100,9 +99,9 @@ def test_artifacts_pass_a_fresh_validation(calc_run, sandbox_factory):
 
 
 @pytest.fixture(scope="module")
-def session(calc_repo, sandbox_factory, calc_run, tmp_path_factory):
+def session(calc_history_repo, sandbox_factory, calc_run, tmp_path_factory):
     _, out = calc_run
-    with Session(calc_repo, out, seed=99, sandbox_factory=sandbox_factory) as s:
+    with Session(calc_history_repo, out, seed=99, sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         yield s
 
@@ -146,10 +145,10 @@ def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):
     assert out.status == "duplicate" and expr.id in out.message
 
 
-def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, sandbox_factory):
+def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_history_repo, sandbox_factory):
     result, out = calc_run
     before = {p.name: (p / "validation.json").read_bytes() for p in out.iterdir() if p.is_dir()}
-    again = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", sandbox_factory=sandbox_factory)
+    again = inject(calc_history_repo, out, n=2, seed=1, strategies="expression,removal", sandbox_factory=sandbox_factory)
     assert all(a.reused for a in again.artifacts)
     assert {a.id for a in again.artifacts} <= set(before)
     assert again.stats["expression"].runs == 0 and again.stats["removal"].runs == 0
@@ -157,7 +156,7 @@ def test_rerun_with_the_same_seed_reuses_the_artifacts(calc_run, calc_repo, sand
     assert after == before
 
 
-def test_an_interrupted_run_keeps_its_valid_artifacts_for_the_rerun(calc_run, calc_repo, sandbox_factory,
+def test_an_interrupted_run_keeps_its_valid_artifacts_for_the_rerun(calc_run, calc_history_repo, sandbox_factory,
                                                                     tmp_path):
     """Ctrl-C (or SIGTERM) after two valid candidates: they stay in staging, and the rerun of the same seed
     reuses them and ends with the artifacts of an uninterrupted run."""
@@ -174,14 +173,14 @@ def test_an_interrupted_run_keeps_its_valid_artifacts_for_the_rerun(calc_run, ca
                 raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        inject(calc_repo, out, n=4, seed=1, on_event=stop_after_two, sandbox_factory=sandbox_factory)
+        inject(calc_history_repo, out, n=4, seed=1, on_event=stop_after_two, sandbox_factory=sandbox_factory)
     staged = sorted((out / ".staging").iterdir())
     assert [p.name for p in staged] == sorted(f"{c.strategy}-{c.index:05d}" for c in valid)
     assert all(json.loads((p / "validation.json").read_text())["valid"] for p in staged)
     assert any("2 valid artifacts kept" in n and "rerun the same command" in n for n in notes)
     assert not [p for p in out.iterdir() if not p.name.startswith(".")]  # nothing half-made is an artifact
 
-    again = inject(calc_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
+    again = inject(calc_history_repo, out, n=4, seed=1, sandbox_factory=sandbox_factory)
     assert sorted(a.id for a in again.artifacts) == sorted(a.id for a in result.artifacts)
     assert sorted(a.strategy for a in again.artifacts if a.reused) == sorted(c.strategy for c in valid)
     assert not (out / ".staging").exists()
@@ -190,17 +189,17 @@ def test_an_interrupted_run_keeps_its_valid_artifacts_for_the_rerun(calc_run, ca
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(a.id for a in again.artifacts)
 
 
-def test_staged_artifacts_of_another_seed_are_dropped(calc_run, calc_repo, sandbox_factory, tmp_path):
+def test_staged_artifacts_of_another_seed_are_dropped(calc_run, calc_history_repo, sandbox_factory, tmp_path):
     result, _ = calc_run
     out = tmp_path / "out"
     stale = out / ".staging" / "expression-00000"
     stale.parent.mkdir(parents=True)
     shutil.copytree(next(a.path for a in result.artifacts if a.strategy == "expression"), stale)  # seed 1's
-    again = inject(calc_repo, out, n=1, seed=2, strategies="removal", sandbox_factory=sandbox_factory)
+    again = inject(calc_history_repo, out, n=1, seed=2, strategies="removal", sandbox_factory=sandbox_factory)
     assert not again.artifacts[0].reused and not (out / ".staging").exists()
 
 
-def test_shards_sharing_an_output_directory_keep_their_own_work(calc_repo, sandbox_factory, tmp_path):
+def test_shards_sharing_an_output_directory_keep_their_own_work(calc_history_repo, sandbox_factory, tmp_path):
     """Shards may write into one directory: each stages, keeps and records its own (a shard's start or end
     never removes another's work in progress)."""
     out = tmp_path / "out"
@@ -210,15 +209,15 @@ def test_shards_sharing_an_output_directory_keep_their_own_work(calc_repo, sandb
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
+        inject(calc_history_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
                on_event=stop_at_first_valid, sandbox_factory=sandbox_factory)
     kept = sorted(p.name for p in (out / ".staging-1-of-2").iterdir())
     assert len(kept) == 1
-    second = inject(calc_repo, out, n=1, seed=1, strategies="expression", shard=Shard(2, 2),
+    second = inject(calc_history_repo, out, n=1, seed=1, strategies="expression", shard=Shard(2, 2),
                     sandbox_factory=sandbox_factory)
     assert len(second.artifacts) == 1 and (out / "inject-2-of-2.json").is_file()
     assert sorted(p.name for p in (out / ".staging-1-of-2").iterdir()) == kept
-    first = inject(calc_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
+    first = inject(calc_history_repo, out, n=2, seed=1, strategies="expression,removal", shard=Shard(1, 2),
                    sandbox_factory=sandbox_factory)
     assert any(a.reused for a in first.artifacts) and (out / "inject-1-of-2.json").is_file()
     assert not (out / "inject.json").exists() and not list(out.glob(".staging*"))

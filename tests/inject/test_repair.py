@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.sandboxes import local_sandbox
+from fixtures.toyrepos import UNITS_OPS
 from ssrkit import patch as patches
 from ssrkit.artifact import Artifact
 from ssrkit.inject.operators import EXPRESSION, REMOVAL, functions, mutations
@@ -11,9 +13,6 @@ from ssrkit.inject.procedural import Candidate, Session
 from ssrkit.inject.source_text import SourceText
 from ssrkit.repair import find_repair
 from ssrkit.testrun import run_tests
-
-from conftest import UNITS_OPS
-from conftest import local_sandbox
 
 
 @pytest.fixture(scope="module")

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import shutil
 
+from fixtures.git import commit_all
+from fixtures.sandboxes import local_sandbox
 from ssrkit.inject.procedural import Session
 from ssrkit.inject.runner import PYTEST, UNITTEST, detect_runner, list_python_files, load_profile
 from ssrkit.testrun import run_tests
 from ssrkit.validate import cache_dir
 
-from conftest import commit_all
-from conftest import local_sandbox
 
-
-def test_detection_and_profile_override(calc_repo, units_repo):
-    for repo, runner in ((calc_repo, PYTEST), (units_repo, UNITTEST)):
+def test_detection_and_profile_override(calc_history_repo, units_repo):
+    for repo, runner in ((calc_history_repo, PYTEST), (units_repo, UNITTEST)):
         sb = local_sandbox(repo)
         try:
             assert detect_runner(sb, list_python_files(sb)) == runner

@@ -1,4 +1,4 @@
-"""One behavioural suite, run on every backend (see conftest.BACKENDS)."""
+"""One behavioural suite, run on every backend (see fixtures.sandboxes.BACKENDS)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What makes one sandbox command cheap must not change what the command gets (issue 15).
 
-Each backend runs every test (see conftest.BACKENDS); the docker-only and local-only ones say so.
+Each backend runs every test (see fixtures.sandboxes.BACKENDS); the docker-only and local-only ones say so.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import git, make_repo
+from fixtures.git import git
+from fixtures.repos import make_proj_repo
 from ssrkit.errors import SandboxError, SsrkitError
 from ssrkit.sandbox import SandboxOptions, open_sandbox
 from ssrkit.sandbox.base import OutputCapture, truncate_middle
@@ -40,7 +41,7 @@ def test_output_capture_memory_is_bounded():
 
 
 def test_fingerprint_tracks_the_repository_state(tmp_path):
-    repo = make_repo(tmp_path)
+    repo = make_proj_repo(tmp_path)
     src = RepoSource.local(repo)
     fp = fingerprint(src)
     assert fp == fingerprint(src)
@@ -91,7 +92,7 @@ def test_workspaces_share_one_pristine_cache(tmp_path, monkeypatch):
     from ssrkit.sandbox import local
 
     monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", "none")
-    repo = make_repo(tmp_path)
+    repo = make_proj_repo(tmp_path)
     sess = local._session()
     n = len(sess.caches)
     with local.LocalSandbox(repo) as a, local.LocalSandbox(repo) as b:
@@ -153,7 +154,7 @@ def test_image_cli(docker_engine, tmp_path):
     assert res.exit_code == 0 and "ssrkit image build" in res.output
     res = runner.invoke(image_app, ["base"])  # the session already has it (or builds it once)
     assert res.exit_code == 0 and BASE_IMAGE in res.stdout
-    repo = make_repo(tmp_path)
+    repo = make_proj_repo(tmp_path)
     tag = "ssrkit-test/cli:1"
     try:
         res = runner.invoke(image_app, ["build", str(repo), "--tag", tag, "-q"])

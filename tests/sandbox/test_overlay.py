@@ -8,14 +8,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from fixtures.paths import SRC
 from ssrkit.sandbox import PRISTINE, SandboxOptions, open_sandbox
 from ssrkit.source import RepoSource
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def overlays_work() -> bool:
@@ -95,7 +93,7 @@ _CHILD = textwrap.dedent("""\
 
 def test_mounts_of_a_killed_process_are_swept(shared_repo, overlay):
     """SIGKILL runs no cleanup: the next ssrkit process unmounts and removes what it left."""
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(src=SRC, repo=str(shared_repo))],
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(SRC), repo=str(shared_repo))],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "SSRKIT_LOCAL_WORKSPACE": "overlay"})
     assert proc.returncode == -signal.SIGKILL

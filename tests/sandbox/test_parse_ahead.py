@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from fixtures.git import commit_all
+from fixtures.repos import make_proj_repo
 from ssrkit import testrun
 from ssrkit.errors import PatchError
 from ssrkit.testrun import run_tests
@@ -123,19 +125,13 @@ def test_modules_of_the_repository_named_like_the_standard_library_are_the_parse
     from ssrkit.sandbox.local import isolation_available
     from ssrkit.source import RepoSource
 
-    from conftest import make_repo
-
     if isolation_available():
         pytest.skip(f"bubblewrap unusable: {isolation_available()}")
     monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", "bwrap")
-    repo = make_repo(tmp_path)
+    repo = make_proj_repo(tmp_path)
     for name in ("select", "signal", "ctypes", "runpy", "pkgutil"):
         (repo / f"{name}.py").write_text(f"MINE = {name!r}\n")
-    import subprocess
-
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
-                   check=True)
+    commit_all(repo, "x")
     parser = "import json, signal, select\nprint(json.dumps({signal.MINE: 'passed', select.MINE: 'passed'}))\n"
     with open_sandbox(RepoSource.local(repo), "local") as work, open_sandbox(RepoSource.local(repo), "local") as clean:
         assert "PYTHONPATH" in clean.run("env", timeout=30).output
@@ -331,22 +327,16 @@ def test_a_failing_module_of_the_repository_named_json_fails_the_parser_alone(tm
     """`json` is imported before the tests run, as the parser would find it: a repository's json.py that
     raises (or exits) at import does not stop the waiting script (the tests run to their end), and the
     parser meets the failure on its own, as in a command of its own."""
-    import subprocess
-
     from ssrkit.sandbox import open_sandbox
     from ssrkit.sandbox.local import isolation_available
     from ssrkit.source import RepoSource
 
-    from conftest import make_repo
-
     if isolation_available():
         pytest.skip(f"bubblewrap unusable: {isolation_available()}")
     monkeypatch.setenv("SSRKIT_LOCAL_ISOLATION", "bwrap")
-    repo = make_repo(tmp_path)
+    repo = make_proj_repo(tmp_path)
     (repo / "json.py").write_text("import sys\nraise SystemExit('the repository json.py says no')\n")
-    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "j"],
-                   check=True)
+    commit_all(repo, "j")
     script = "echo one passed; sleep 0.5; echo two passed"
     with open_sandbox(RepoSource.local(repo), "local") as sb:
         assert sb.parses_in_run

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BACKENDS, git
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from fixtures.git import git
+from fixtures.paths import SRC
+from fixtures.sandboxes import BACKENDS
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +162,7 @@ def _interrupt(child_code: str, sig: int) -> tuple[str, str]:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_local_cleanup_on_signal(shared_repo, sig):
     tok = f"{os.getpid() % 1000}.{int(time.time() * 1000) % 10**6}"
-    code = _CHILD.format(src=SRC, ctor=f"local({str(shared_repo)!r})", backend="local", tok=tok)
+    code = _CHILD.format(src=str(SRC), ctor=f"local({str(shared_repo)!r})", backend="local", tok=tok)
     d, _ = _interrupt(code, sig)
     assert d and not os.path.exists(d)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
@@ -175,7 +175,7 @@ def test_docker_cleanup_on_signal(shared_repo, image_for, sig):
     import docker
 
     image = image_for(shared_repo)
-    code = _CHILD.format(src=SRC, ctor=f"from_image({image!r})", backend="docker", tok="3000.5")
+    code = _CHILD.format(src=str(SRC), ctor=f"from_image({image!r})", backend="docker", tok="3000.5")
     _, name = _interrupt(code, sig)
     assert name
     with pytest.raises(docker.errors.NotFound):
@@ -237,7 +237,7 @@ _FORK = textwrap.dedent("""\
 
 
 def test_forked_child_exit_does_not_close_parent_sandboxes(shared_repo):
-    code = _FORK.format(src=SRC, repo=str(shared_repo))
+    code = _FORK.format(src=str(SRC), repo=str(shared_repo))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "ok"], out.stderr
 

@@ -23,8 +23,7 @@ import pytest
 import typer
 from typer.core import TyperGroup
 
-from fixtures.repos import EXAMPLES
-from selfplay_testlib import ROOT
+from fixtures.paths import EXAMPLES, ROOT
 from ssrkit.cli.main import app
 from ssrkit.examples import materialize
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from selfplay_testlib import git, recipe_env
+from fixtures.git import git
+from fixtures.recipe import recipe_env
 
 
 def export(*args: str) -> subprocess.CompletedProcess:
@@ -15,22 +15,22 @@ def export(*args: str) -> subprocess.CompletedProcess:
                           env=recipe_env(), check=True)
 
 
-def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_repo, tmp_path):
+def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_profile_repo, tmp_path):
     out = tmp_path / "bugs.jsonl"
     proc = export(str(offline_run / "round-001" / "inject"), "--format", "swebench", "--out", str(out))
     instances = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(instances) == 2 and "exported 2 swebench record(s)" in proc.stderr
-    head = git(calc_repo, "rev-parse", "HEAD").strip()
+    head = git(calc_profile_repo, "rev-parse", "HEAD").strip()
     for inst in instances:
         assert inst["instance_id"].startswith("calc__ssr-") and inst["repo"] == "ssrkit/calc"
-        assert inst["repo_path"] == str(calc_repo)
+        assert inst["repo_path"] == str(calc_profile_repo)
         assert inst["original_commit"] == head and inst["base_commit"] != head
         assert inst["log_parser"] == "parse_log_gotest" and ">>>>> Start Test Output" in inst["eval_script"]
         assert json.loads(inst["FAIL_TO_PASS"]) and isinstance(json.loads(inst["PASS_TO_PASS"]), list)
         assert "tests/" in inst["test_patch"] and "tests/" not in inst["patch"].split("\n", 1)[0]
         # a checkout of base_commit (the buggy, weakened tree), in a clone: the user's tree is never touched
         work = tmp_path / inst["instance_id"]
-        subprocess.run(["git", "clone", "-q", "--no-checkout", str(calc_repo), str(work)], check=True)
+        git(tmp_path, "clone", "-q", "--no-checkout", str(calc_profile_repo), str(work))
         git(work, "fetch", "-q", "origin", f"refs/ssrkit/{inst['instance_id'].split('ssr-')[1]}")
         git(work, "checkout", "-q", inst["base_commit"])
         # the buggy snapshot has no history: neither the original code nor the past is visible from it
@@ -43,7 +43,7 @@ def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_repo, t
         (work / "patch.diff").unlink()
         (work / "test_patch.diff").unlink()
         assert git(work, "diff", inst["original_commit"], "--stat") == ""  # fix + tests = the original tree
-    assert git(calc_repo, "status", "--porcelain") == ""
+    assert git(calc_profile_repo, "status", "--porcelain") == ""
 
 
 def test_sft_needs_llm_trajectories(offline_run, tmp_path):

@@ -7,7 +7,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from selfplay_testlib import ROOT
+from fixtures.paths import FIXTURES, ROOT
 
 spec = importlib.util.spec_from_file_location("selfplay_helper", ROOT / "recipes" / "selfplay_helper.py")
 helper = importlib.util.module_from_spec(spec)
@@ -88,7 +88,7 @@ def test_server_moves_in_place_with_nccl_and_restarts_otherwise(tmp_path, capfd,
     import socket
     import sys
 
-    fake = ROOT / "tests" / "train" / "fake_vllm.py"
+    fake = FIXTURES / "fake_vllm.py"
     run = tmp_path / "run"
     ssrkit = f"{sys.executable} -m ssrkit"
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))

@@ -7,37 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit.artifact import Artifact, Metadata, create_artifact
+from fixtures.runs import inject_dir, make_artifact, two_rounds_with_a_higher_order_artifact_made_twice
 from ssrkit.errors import SsrkitError
 from ssrkit.fsutil import atomic_write_json
 from ssrkit.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_label, round_dir, round_metrics,
                          select_tasks)
-from ssrkit.reward import reward_record
 from ssrkit.source import RepoSource
-
-from fixtures.repos import finish_attempt, write_reward_json
-
-
-def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed: list[bool] | None = None,
-                  strategy: str = "expression") -> Artifact:
-    """An artifact with a validation.json and (given `passed`) graded attempts and a reward.json."""
-    bug = (f"diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = {k}\n+x = {k + 1}\n")
-    weaken = (f"diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n"
-              f"@@ -1,2 +1 @@\n-def test_{k}(): pass\n def test_ok(): pass\n")
-    art = create_artifact(dest, bug_diff=bug, weaken_diff=weaken, test_script="pytest -rA tests\n",
-                          test_files=["tests/test_m.py"], test_parser="print('{}')\n",
-                          metadata=Metadata(repo=RepoSource.local(repo), strategy=strategy))
-    art.write_json("validation.json", {"artifact": str(dest), "valid": valid, "checks": [],
-                                       "fail_to_pass": [f"t{k}"], "pass_to_pass": [], "seconds": 1.5,
-                                       "content_id": art.content_id()})
-    for i, ok in enumerate(passed or [], start=1):
-        finish_attempt(dest, f"{i:03d}", {"passed": ok, "reason": "", "tests": {}, "exit_code": 0,
-                                          "seconds": 2.0, "solver_info": {"seconds": 3.0}})
-    if passed is not None or not valid:
-        record = reward_record(valid=valid, passed=list(passed or []), alpha=0.8,
-                               attempts=[f"{i:03d}" for i in range(1, len(passed or []) + 1)] if valid else None)
-        write_reward_json(dest, {"artifact": str(dest), **record})
-    return Artifact(dest)
 
 
 @pytest.fixture
@@ -45,10 +20,6 @@ def repo(tmp_path: Path) -> Path:
     d = tmp_path / "mylib"
     d.mkdir()
     return d
-
-
-def inject_dir(run: Path, n: int) -> Path:
-    return round_dir(run, n) / "inject" / "mylib"
 
 
 def test_repo_label_is_the_directory_name(repo):
@@ -161,21 +132,6 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     assert [r["round"] for r in read_metrics(run)] == ["1", "2"]
     with pytest.raises(SsrkitError, match="does not exist"):
         close_round(run, 7)
-
-
-def two_rounds_with_a_higher_order_artifact_made_twice(run: Path, repo: Path) -> None:
-    """Round 1 makes higher-order h1 (valid) and h2 (invalid) from its task a; round 2 carries a, whose
-    attempts fail the same way, so the same h1 (same id) is made again, next to a new h3."""
-    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[False, False, True])
-    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
-    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
-    close_round(run, 1)
-    make_artifact(inject_dir(run, 2) / "b", repo, 2, passed=[False, True, True])
-    make_artifact(round_dir(run, 2) / "tasks" / "mylib" / "a", repo, 1, passed=[False, False, False])
-    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
-    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
-    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h3", repo, 13, strategy="higher_order")
-    close_round(run, 2)
 
 
 def test_a_higher_order_artifact_made_again_in_a_later_round_is_not_counted_again(tmp_path, repo):

@@ -18,18 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from selfplay_testlib import HERE, ROOT, make_calc_repo, recipe_cmd, recipe_env, run_recipe
+from fixtures.paths import FIXTURES, ROOT
+from fixtures.recipe import PROFILE, recipe_cmd, recipe_env, run_recipe
+from fixtures.repos import make_calc_repo
 
-SCRIPT = HERE / "scripted_selfplay.py"
+SCRIPT = FIXTURES / "scripted_selfplay.py"
 KEY = "sk-selfplay-secret-4711"
 
 
 def start_server(model: str, tmp: Path) -> tuple[subprocess.Popen, str]:
     env = {**recipe_env(), "OPENAI_API_KEY": KEY}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "scripted_server.py"), "--script", str(SCRIPT),
+    proc = subprocess.Popen([sys.executable, str(FIXTURES / "scripted_server.py"), "--script", str(SCRIPT),
                              "--model", model, "--require-key-env", "OPENAI_API_KEY",
                              "--record", str(tmp / f"{model}.jsonl")],
-                            cwd=ROOT / "tests", env=env, stdout=subprocess.PIPE, text=True)
+                            cwd=FIXTURES, env=env, stdout=subprocess.PIPE, text=True)
     url = proc.stdout.readline().strip()
     assert url.startswith("http://127.0.0.1:"), url
     return proc, url
@@ -41,7 +43,7 @@ def files_under(d: Path) -> list[Path]:
 
 def test_a_model_round_with_two_models(tmp_path):
     """One round, the injector on one endpoint and the solver on another (two models, one variable each)."""
-    repo = make_calc_repo(tmp_path / "calc")
+    repo = make_calc_repo(tmp_path / "calc", profile=PROFILE)
     run = tmp_path / "run"
     inj, inj_url = start_server("injector-model", tmp_path)
     sol, sol_url = start_server("solver-model", tmp_path)
@@ -110,14 +112,14 @@ def test_rounds_train_and_serve_the_new_policy(tmp_path):
     pytest.importorskip("transformers")
     from ssrkit.train.tiny import save_tiny_model
 
-    repo = make_calc_repo(tmp_path / "calc")
+    repo = make_calc_repo(tmp_path / "calc", profile=PROFILE)
     policy = save_tiny_model(tmp_path / "policy0")
     run = tmp_path / "run"
     served = tmp_path / "served.log"
     env = {**recipe_env(), "SCRIPTED_VLLM_SCRIPT": str(SCRIPT), "SCRIPTED_VLLM_LOG": str(served)}
     port = 20000 + os.getpid() % 20000
     args = ["MODE=model", "SERVE=yes", f"POLICY={policy}", f"SERVE_PORT={port}", "SERVE_TIMEOUT=60",
-            f"SERVE_COMMAND={sys.executable} {HERE / 'scripted_vllm.py'}", "TRAIN=yes",
+            f"SERVE_COMMAND={sys.executable} {FIXTURES / 'scripted_vllm.py'}", "TRAIN=yes",
             "TRAIN_ARGS=--micro-batch-size 4 --grad-accum 1", "ROUNDS=2", "N=2", "ATTEMPTS=2", "JOBS=1"]
     try:
         t0 = time.monotonic()
@@ -152,14 +154,14 @@ def test_lora_rounds_train_adapters_and_hot_swap_them(tmp_path):
     pytest.importorskip("peft")
     from ssrkit.train.tiny import save_tiny_model
 
-    repo = make_calc_repo(tmp_path / "calc")
+    repo = make_calc_repo(tmp_path / "calc", profile=PROFILE)
     policy = save_tiny_model(tmp_path / "policy0")
     run = tmp_path / "run"
     served = tmp_path / "served.log"
     env = {**recipe_env(), "SCRIPTED_VLLM_SCRIPT": str(SCRIPT), "SCRIPTED_VLLM_LOG": str(served)}
     port = 20000 + (os.getpid() + 7) % 20000
     args = ["MODE=model", "SERVE=yes", f"POLICY={policy}", f"SERVE_PORT={port}", "SERVE_TIMEOUT=60",
-            f"SERVE_COMMAND={sys.executable} {HERE / 'scripted_vllm.py'}", "SERVE_STRATEGY=lora", "TRAIN=yes",
+            f"SERVE_COMMAND={sys.executable} {FIXTURES / 'scripted_vllm.py'}", "SERVE_STRATEGY=lora", "TRAIN=yes",
             "TRAIN_ARGS=--micro-batch-size 4 --grad-accum 1 --lora-rank 4", "ROUNDS=2", "N=2", "ATTEMPTS=2", "JOBS=1"]
     try:
         proc = subprocess.run(recipe_cmd(run, [repo], *args), cwd=ROOT, env=env, capture_output=True, text=True,

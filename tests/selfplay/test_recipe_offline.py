@@ -11,7 +11,8 @@ import time
 import tomllib
 from pathlib import Path
 
-from selfplay_testlib import OFFLINE_ARGS, ROOT, recipe_cmd, recipe_env, run_recipe
+from fixtures.paths import ROOT
+from fixtures.recipe import OFFLINE_ARGS, recipe_cmd, recipe_env, run_recipe
 
 STEPS = ["start", "inject-calc", "validate-calc", "select", "solve-calc", "reward-calc", "higher-calc", "close",
          "train", "end"]
@@ -30,12 +31,12 @@ def attempts_of(run: Path) -> dict[str, list[str]]:
     return out
 
 
-def test_an_offline_round_writes_the_run(offline_run, calc_repo):
+def test_an_offline_round_writes_the_run(offline_run, calc_profile_repo):
     run = offline_run
     rd = run / "round-001"
     assert sorted(p.name for p in (rd / ".done").iterdir()) == sorted(STEPS)
     cfg = tomllib.loads((run / "ssrkit.toml").read_text())
-    assert cfg["run"]["mode"] == "offline" and cfg["run"]["repos"] == [str(calc_repo)]
+    assert cfg["run"]["mode"] == "offline" and cfg["run"]["repos"] == [str(calc_profile_repo)]
     assert (cfg["run"]["n"], cfg["run"]["attempts"], cfg["run"]["solver"]) == (2, 2, "repair")
     assert cfg["solve"]["hide"] == [str(run.resolve())]  # the solver never sees the run (other rounds' bugs)
     assert cfg["reward"]["alpha"] == 0.8
@@ -61,22 +62,22 @@ def test_an_offline_round_writes_the_run(offline_run, calc_repo):
     assert (rd / "logs" / "solve-calc.log").stat().st_size > 0  # the commands' tables, out of the way
 
 
-def test_a_second_invocation_does_nothing(offline_run, calc_repo):
+def test_a_second_invocation_does_nothing(offline_run, calc_profile_repo):
     before = snapshot(offline_run)
     t0 = time.monotonic()
-    proc = run_recipe(offline_run, [calc_repo], *OFFLINE_ARGS)
+    proc = run_recipe(offline_run, [calc_profile_repo], *OFFLINE_ARGS)
     took = time.monotonic() - t0
     assert snapshot(offline_run) == before  # not a file written, not even rewritten with the same content
     assert "valid /" in proc.stdout  # it still shows the report
     assert took < 20, f"a finished run took {took:.1f}s to re-check"
-    status = run_recipe(offline_run, [calc_repo], *OFFLINE_ARGS, target="status")
+    status = run_recipe(offline_run, [calc_profile_repo], *OFFLINE_ARGS, target="status")
     assert "round 001: done" in status.stdout
 
 
-def test_an_interrupted_round_finishes_with_the_same_attempts(offline_run, calc_repo, tmp_path):
+def test_an_interrupted_round_finishes_with_the_same_attempts(offline_run, calc_profile_repo, tmp_path):
     """Kill the recipe's whole process group mid-solve, run it again: the round ends as if never stopped."""
     run = tmp_path / "run"
-    proc = subprocess.Popen(recipe_cmd(run, [calc_repo], *OFFLINE_ARGS), cwd=ROOT, env=recipe_env(),
+    proc = subprocess.Popen(recipe_cmd(run, [calc_profile_repo], *OFFLINE_ARGS), cwd=ROOT, env=recipe_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
@@ -94,7 +95,7 @@ def test_an_interrupted_round_finishes_with_the_same_attempts(offline_run, calc_
     done = {p.name for p in (run / "round-001" / ".done").iterdir()}
     assert "solve-calc" not in done and "end" not in done  # no stamp for the step that was cut short
 
-    run_recipe(run, [calc_repo], *OFFLINE_ARGS)
+    run_recipe(run, [calc_profile_repo], *OFFLINE_ARGS)
     assert (run / "round-001" / ".done" / "end").is_file()
     expected = attempts_of(offline_run)  # the same seed on the same repository: the same artifacts
     assert attempts_of(run) == expected and all(v == ["001", "002"] for v in expected.values())

@@ -7,13 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from fixtures import calc_pkg
+from fixtures.calc_pkg import CLAMP_ONLY
+from fixtures.solving import ScriptedSolver
 from ssrkit.cli.main import app
 from ssrkit.errors import SsrkitError
-
-from . import calc
-from .conftest import ScriptedSolver
-from .test_grade_calc import CLAMP_ONLY
-
 
 
 def cli(*args: str, code: int = 0):
@@ -77,8 +75,8 @@ def test_solve_regrade_patch_reward_higher_order(calc_artifact, engine, tmp_path
     assert "duplicate" in table
 
 
-def test_solve_refuses_what_is_not_validated(calc_repo, calc_artifact, tmp_path):
-    fresh = calc.make_artifact(tmp_path / "fresh", calc_repo)
+def test_solve_refuses_what_is_not_validated(calc_pkg_repo, calc_artifact, tmp_path):
+    fresh = calc_pkg.make_artifact(tmp_path / "fresh", calc_pkg_repo)
     msg = cli("solve", fresh.path, "--solver", "oracle", code=2)
     assert "validate it first" in msg
     assert "unknown solver 'nope'" in cli("solve", calc_artifact.path, "--solver", "nope", code=2)

@@ -4,26 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from fixtures.paths import EXAMPLES
+from fixtures.solving import validate
 from ssrkit.artifact import Artifact
-from ssrkit.examples import materialize
 from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
 
-from .conftest import validate
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
 EXPECTED = json.loads((EXAMPLES / "artifacts" / "expected.json").read_text())
 VALID = sorted(name for name, v in EXPECTED.items() if v["valid"])
-
-
-@pytest.fixture(scope="module")
-def example_repos(tmp_path_factory):
-    return {p.name: p for p in materialize(EXAMPLES / "repos", tmp_path_factory.mktemp("example-repos"))}
 
 
 def test_there_are_valid_examples_of_both_runners():

@@ -22,17 +22,16 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.git import git
+from fixtures.paths import EXAMPLES
+from fixtures.repos import materialize_examples
+from fixtures.solving import ScriptedSolver, make_engine, validate
 from ssrkit import export as core
 from ssrkit.artifact import Artifact
 from ssrkit.errors import SsrkitError
-from ssrkit.examples import materialize
 from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
 
-from .conftest import ScriptedSolver, make_engine, validate
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
 #: every valid example artifact (pytest and unittest runners, a removed module, a total break, a partial weakening)
 NAMES = sorted(name for name, v in json.loads((EXAMPLES / "artifacts" / "expected.json").read_text()).items()
                if v["valid"])
@@ -47,7 +46,7 @@ ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PA
 def exported(tmp_path_factory):
     """(tasks by artifact name, the SWE-bench task repository, the Harbor tasks directory)."""
     tmp = tmp_path_factory.mktemp("export")
-    repos = {p.name: p for p in materialize(EXAMPLES / "repos", tmp / "repos")}
+    repos = materialize_examples(tmp / "repos")
     tasks = {}
     for name in NAMES:
         art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp / "arts" / name.replace("/", "-")))
@@ -66,14 +65,15 @@ def clone_snapshot(bundle: Path, dest: Path) -> Path:
     """What the task Dockerfile does: the snapshot cloned from the bundle."""
     if dest.exists():
         shutil.rmtree(dest)
-    subprocess.run(["git", "clone", "-q", str(bundle), str(dest)], check=True)
-    subprocess.run(["git", "-C", str(dest), "remote", "remove", "origin"], check=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git(dest.parent, "clone", "-q", str(bundle), str(dest))
+    git(dest, "remote", "remove", "origin")
     return dest
 
 
 def git_apply(work: Path, diff: str) -> None:
     if diff.strip():
-        subprocess.run(["git", "apply", "--binary", "-"], cwd=work, input=diff.encode(), check=True)
+        git(work, "apply", "--binary", "-", input=diff)
 
 
 # -- SWE-bench ------------------------------------------------------------------------------------
@@ -332,7 +332,7 @@ def test_harbor_verifier_does_not_wait_for_a_process_holding_the_tests_output(ex
     target = next(p for p in core.patches.touched_files(task.patch) if p.endswith(".py"))
     with open(tmp_path / "src" / target, "a") as fh:
         fh.write(HOLDER.format(pidfile=str(pidfile)))
-    fix = subprocess.run(["git", "diff"], cwd=tmp_path / "src", capture_output=True, text=True, check=True).stdout
+    fix = git(tmp_path / "src", "diff")
     try:
         started = time.monotonic()
         reward, verdict = harbor_reward(task_dir, fix, tmp_path / "w", timeout=100)
@@ -383,7 +383,7 @@ while _pid > 1:
 """
     with open(work / target, "a") as fh:
         fh.write(code)
-    return subprocess.run(["git", "diff"], cwd=work, capture_output=True, text=True, check=True).stdout
+    return git(work, "diff")
 
 
 @pytest.mark.parametrize("name", HARBOR)

@@ -9,26 +9,17 @@ that first, so each defence is seen to matter.
 from __future__ import annotations
 
 import textwrap
-from typing import Callable
 
 import pytest
 
+from fixtures import calc_pkg
+from fixtures.calc_pkg import CLAMP_ONLY, FIXED_DIFFERENTLY, FORCE_PASS_HOOK, FORGED_LINES, FORGER, MONKEYPATCH_REPORTS
+from fixtures.git import diff_of
+from fixtures.solving import attempt, sub
 from ssrkit.grade import GradeSettings, grade
-from ssrkit.artifact import FIX
-from ssrkit.attempts import attempt_dir
 from ssrkit.solvers import make_solver
 
-from . import calc
-from .conftest import ScriptedSolver
-
 NAIVE = GradeSettings(timeout=60, test_patterns=[], protected=[], canary=False, guard_shadows=False)
-
-
-
-def attempt(engine, art, edits, symlinks=None):
-    [rec] = engine.solve([(art, art.metadata.repo)], ScriptedSolver(edits, symlinks), attempts=1, redo=True)
-    fix = (attempt_dir(art, rec["attempt"]) / FIX).read_text()
-    return rec, fix
 
 
 def naive_grade(engine, art, fix):
@@ -36,22 +27,7 @@ def naive_grade(engine, art, fix):
         return grade(sb, art, fix, settings=NAIVE)
 
 
-def sub(old: str, new: str) -> Callable[[str], str]:
-    def f(text: str) -> str:
-        assert old in text
-        return text.replace(old, new)
-    return f
-
-
 # -- the code fixes ------------------------------------------------------------------------------
-
-FIXED_DIFFERENTLY = calc.BUGGY_OPS.replace(
-    "    if x < lo:\n        return lo\n    if x > hi:\n        return x\n    return x\n",
-    "    return max(lo, min(x, hi))\n").replace(
-    "        return s[mid]\n    return s[mid]\n", "        return s[mid]\n    return sum(s[mid - 1:mid + 1]) / 2\n")
-assert FIXED_DIFFERENTLY != calc.BUGGY_OPS and FIXED_DIFFERENTLY != calc.OPS
-CLAMP_ONLY = calc.BUGGY_OPS.replace("    if x > hi:\n        return x\n", "    if x > hi:\n        return hi\n")
-
 
 def test_oracle_passes_null_fails(engine, calc_artifact):
     art = calc_artifact
@@ -60,7 +36,7 @@ def test_oracle_passes_null_fails(engine, calc_artifact):
     assert oracle["passed"], oracle["reason"]
     assert oracle["solver"] == "oracle" and oracle["exit_code"] == 0
     assert oracle["canary"]["status"] == "caught" and "log" not in oracle["canary"]
-    assert set(oracle["tests"]) >= set(calc.ALL_TESTS)
+    assert set(oracle["tests"]) >= set(calc_pkg.ALL_TESTS)
     canary_log = (art.path / "attempts" / "001" / "canary_output.log").read_text()  # the canary run's own log
     assert oracle["canary"]["tests"] and all(t.split("::")[-1] in canary_log for t in oracle["canary"]["tests"])
     [null] = engine.solve([(art, source)], make_solver("null"), attempts=2)
@@ -73,7 +49,7 @@ def test_correct_fix_written_differently_passes(engine, calc_artifact):
     # also restores the weakened tests and adds a test of its own: test edits are simply discarded
     rec, fix = attempt(engine, calc_artifact, {
         "src/calc/ops.py": FIXED_DIFFERENTLY,
-        "tests/test_ops.py": calc.TESTS + "\n\ndef test_extra():\n    assert True\n",
+        "tests/test_ops.py": calc_pkg.TESTS + "\n\ndef test_extra():\n    assert True\n",
         "tests/test_new.py": "def test_more():\n    assert True\n",
     })
     assert rec["passed"], rec["reason"]
@@ -108,29 +84,6 @@ def test_exit_code_tampering_fails(engine, calc_artifact):
 
 # -- reward hacks ------------------------------------------------------------------------------------
 
-FORCE_PASS_HOOK = textwrap.dedent('''
-    import pytest
-
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(item, call):
-        outcome = yield
-        report = outcome.get_result()
-        report.outcome = "passed"
-        report.longrepr = None
-''')
-
-FORGED_LINES = "".join(f"PASSED {t}\\n" for t in calc.ALL_TESTS)
-FORGER = textwrap.dedent(f'''
-    import os
-    import sys
-    sys.stdout.write("============================= test session starts ==============================\\n")
-    sys.stdout.write("=========================== short test summary info ============================\\n")
-    sys.stdout.write("{FORGED_LINES}")
-    sys.stdout.write("============================== 9 passed in 0.01s ===============================\\n")
-    sys.stdout.flush()
-    os._exit(0)
-''')
 # at import of the package under test (while pytest captures fd 1 for collection): find the saved original
 # stdout, forge the summary of every known test id on it, exit 0 before any test runs
 EARLY_EXIT = textwrap.dedent(f'''
@@ -148,26 +101,9 @@ EARLY_EXIT = textwrap.dedent(f'''
                 pass
         os._exit(0)
 ''')
-# at import of the package under test: make every report a pass from inside pytest
-MONKEYPATCH_REPORTS = textwrap.dedent('''
-    import sys
-
-    if "_pytest.reports" in sys.modules:
-        from _pytest.reports import TestReport as _TR
-
-        _orig = _TR.from_item_and_call.__func__
-
-        def _forced(cls, item, call):
-            rep = _orig(cls, item, call)
-            rep.outcome = "passed"
-            rep.longrepr = None
-            return rep
-
-        _TR.from_item_and_call = classmethod(_forced)
-''')
 # forge the *parser*: drop json.py next to test_parser.py (its directory comes first on sys.path)
 def _parser_hijack() -> str:
-    tests = repr(calc.ALL_TESTS)
+    tests = repr(calc_pkg.ALL_TESTS)
     return textwrap.dedent(f'''
         import atexit
         import os
@@ -245,7 +181,7 @@ def test_canary_verdicts_are_recorded(engine, calc_artifact):
 
 
 def test_fix_that_does_not_apply(engine, calc_artifact):
-    bad = calc.diff_of(calc_artifact.metadata.repo.path and __import__("pathlib").Path(calc_artifact.metadata.repo.path),
+    bad = diff_of(calc_artifact.metadata.repo.path and __import__("pathlib").Path(calc_artifact.metadata.repo.path),
                        {"README.md": "x\n"}).replace("new file mode", "deleted file mode", 0)
     bad = bad.replace("@@ -0,0 +1 @@\n+x", "@@ -1 +1 @@\n-y\n+x").replace("--- /dev/null", "--- a/README.md")
     with engine.open(calc_artifact.metadata.repo) as sb:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures import calc_pkg
+from fixtures.solving import attempt, sub
 from ssrkit import grade as grading
 from ssrkit.solvers import make_solver
-
-from . import calc
-from .test_grade_calc import attempt, sub
 
 
 @pytest.fixture
@@ -57,7 +56,7 @@ def test_the_canary_run_starts_from_the_graded_state(engine, calc_artifact, coun
              "if _m.exists():\n"
              "    raise RuntimeError('this run saw what the previous one left')\n"
              "_m.write_text('x')\n")
-    rec, _ = attempt(engine, calc_artifact, {"src/calc/ops.py": lambda text: calc.OPS + "\n" + leave})
+    rec, _ = attempt(engine, calc_artifact, {"src/calc/ops.py": lambda text: calc_pkg.OPS + "\n" + leave})
     assert rec["passed"], rec["reason"]
     assert rec["canary"]["status"] == "caught"
     assert counted["prepare"] == 1 and counted["execute"] == 2

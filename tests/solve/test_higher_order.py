@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+from fixtures import calc_pkg
+from fixtures.calc_pkg import CLAMP_ONLY, FIXED_DIFFERENTLY
+from fixtures.solving import ScriptedSolver, validate
 from ssrkit.artifact import Artifact
 from ssrkit.higher_order import known_artifacts, make_all
 from ssrkit.solve import prepare_solver_sandbox
 from ssrkit.solvers import make_solver
-
-from . import calc
-from .conftest import ScriptedSolver, validate
-from .test_grade_calc import CLAMP_ONLY, FIXED_DIFFERENTLY
 
 
 def test_failed_attempts_become_valid_order_two_artifacts(engine, calc_artifact, tmp_path):
@@ -22,7 +21,7 @@ def test_failed_attempts_become_valid_order_two_artifacts(engine, calc_artifact,
     engine.solve([(art, src)], ScriptedSolver({"src/calc/ops.py": CLAMP_ONLY,
                                                "tests/test_ops.py": lambda t: t + "\n# touched\n"}), attempts=3)
     engine.solve([(art, src)], make_solver("null"), attempts=4)
-    median_only = calc.BUGGY_OPS.replace("        return s[mid]\n    return s[mid]\n",
+    median_only = calc_pkg.BUGGY_OPS.replace("        return s[mid]\n    return s[mid]\n",
                                          "        return s[mid]\n    return (s[mid - 1] + s[mid]) / 2\n")
     engine.solve([(art, src)], ScriptedSolver({"src/calc/ops.py": median_only,
                                                "src/calc/__init__.py": '"""calc: small numeric helpers."""\n'}),

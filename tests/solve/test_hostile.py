@@ -6,12 +6,12 @@ answer readable while grading, symlinked artifact outputs, oversized diffs.
 
 from __future__ import annotations
 
-
 import pytest
 
-
-from . import calc
-from .test_grade_calc import FORCE_PASS_HOOK, FORGER
+from fixtures import calc_pkg
+from fixtures.calc_pkg import FORCE_PASS_HOOK, FORGER
+from fixtures.git import diff_of
+from fixtures.repos import make_calc_pkg_repo
 
 
 @pytest.fixture(autouse=True, params=["bwrap", "none"])
@@ -43,12 +43,12 @@ def quote_paths(diff: str, path: str) -> str:
 
 @pytest.mark.parametrize("path, text", [
     ("conftest.py", FORCE_PASS_HOOK),  # protected file
-    ("tests/conftest.py", calc.CONFTEST + FORCE_PASS_HOOK),  # test-like file (the listed tests' dir)
+    ("tests/conftest.py", calc_pkg.CONFTEST + FORCE_PASS_HOOK),  # test-like file (the listed tests' dir)
     ("argparse.py", FORGER),  # stdlib shadow at the import root
     ("pytest.py", FORGER),  # the runner's own name
 ])
-def test_quoted_names_do_not_bypass_the_path_rules(engine, calc_artifact, calc_repo, path, text):
-    fix = quote_paths(calc.diff_of(calc_repo, {path: text}), path)
+def test_quoted_names_do_not_bypass_the_path_rules(engine, calc_artifact, calc_pkg_repo, path, text):
+    fix = quote_paths(diff_of(calc_pkg_repo, {path: text}), path)
     assert "\\" in fix
     g = engine.grade_fix(calc_artifact, calc_artifact.metadata.repo, fix)
     assert not g.passed, g.reason
@@ -56,17 +56,17 @@ def test_quoted_names_do_not_bypass_the_path_rules(engine, calc_artifact, calc_r
     assert path in g.restored + g.deleted
 
 
-def test_quoted_test_file_in_a_bug_fails_the_scope_check(tmp_path, calc_repo):
+def test_quoted_test_file_in_a_bug_fails_the_scope_check(tmp_path, calc_pkg_repo):
     from ssrkit.artifact import create_artifact, Metadata
     from ssrkit.source import RepoSource
-    from .conftest import validate
+    from fixtures.solving import validate
 
-    base = calc.make_artifact(tmp_path / "base", calc_repo)
-    bug = calc.diff_of(calc_repo, {"src/calc/ops.py": calc.BUGGY_OPS, "tests/test_ops.py": calc.WEAK_TESTS})
+    base = calc_pkg.make_artifact(tmp_path / "base", calc_pkg_repo)
+    bug = diff_of(calc_pkg_repo, {"src/calc/ops.py": calc_pkg.BUGGY_OPS, "tests/test_ops.py": calc_pkg.WEAK_TESTS})
     bug = quote_paths(bug, "tests/test_ops.py")
     art = create_artifact(tmp_path / "art", bug_diff=bug, weaken_diff=base.weaken_diff, test_script=base.test_script,
                           test_files=base.test_files, test_parser=base.test_parser,
-                          metadata=Metadata(repo=RepoSource.local(calc_repo)))
+                          metadata=Metadata(repo=RepoSource.local(calc_pkg_repo)))
     result = validate(art)
     scope = next(c for c in result["checks"] if c["name"] == "bug_scope")
     assert scope["status"] == "failed" and "tests/test_ops.py" in scope["message"], scope
@@ -84,10 +84,11 @@ def test_quoted_escapes_are_refused(engine, calc_artifact, name):
 
 import textwrap  # noqa: E402
 
-from .test_grade_calc import MONKEYPATCH_REPORTS, attempt  # noqa: E402
+from fixtures.calc_pkg import MONKEYPATCH_REPORTS  # noqa: E402
+from fixtures.solving import attempt  # noqa: E402
 
 _FORCE = MONKEYPATCH_REPORTS.replace('rep.outcome = "passed"', 'rep.outcome = "passed" if _force(item) else rep.outcome')
-KNOWN = sorted({t.split("::")[-1] for t in calc.ALL_TESTS})
+KNOWN = sorted({t.split("::")[-1] for t in calc_pkg.ALL_TESTS})
 
 # forge on the first run, behave honestly from the second on (state kept in /tmp and HOME)
 SECOND_RUN_HONEST = textwrap.dedent('''
@@ -143,7 +144,7 @@ def test_canary_is_shaped_like_the_files_tests():
 
     seen = set()
     for _ in range(20):
-        c = make_canary(calc.TESTS.encode(), calc.ALL_TESTS, stem="test_ops")
+        c = make_canary(calc_pkg.TESTS.encode(), calc_pkg.ALL_TESTS, stem="test_ops")
         assert "ssrkit" not in c.text and "canary" not in c.text and "#" not in c.text
         assert c.name.startswith("test_") and c.name not in KNOWN
         assert c.sabotaged in KNOWN
@@ -164,13 +165,13 @@ def test_canary_name_holds_no_word_of_the_test_script():
     assert len(names) > 5 and any(n.startswith("test_mean") for n in names)  # the file's path is no word of it
 
 
-def test_a_script_that_selects_tests_by_name_never_fails_an_honest_fix(engine, tmp_path, calc_repo):
+def test_a_script_that_selects_tests_by_name_never_fails_an_honest_fix(engine, tmp_path, calc_pkg_repo):
     """The reference run on the original code uses the fix run's own canary file: a script that runs some
     names and not others cannot make a canary vanish with the fix but show on the original."""
     from ssrkit.solvers import make_solver
-    from .conftest import validate
+    from fixtures.solving import validate
 
-    art = calc.make_artifact(tmp_path / "by-name", calc_repo, select="-k 'add or clamp or mean or median'")
+    art = calc_pkg.make_artifact(tmp_path / "by-name", calc_pkg_repo, select="-k 'add or clamp or mean or median'")
     assert validate(art)["valid"]
     recs = engine.solve([(art, art.metadata.repo)], make_solver("oracle"), attempts=4)
     assert all(r["passed"] for r in recs), [r["reason"] for r in recs]
@@ -297,10 +298,10 @@ def test_symlinked_logs_and_outputs_are_refused(calc_artifact, tmp_path):
     assert _untouched(victim)
 
 
-def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_repo):
+def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_pkg_repo):
     from ssrkit.patch import MAX_DIFF_BYTES
 
-    fix = calc.diff_of(calc_repo, {"data.txt": "x" * 80 + "\n" * 1 + ("y" * 99 + "\n") * (MAX_DIFF_BYTES // 100 + 10)})
+    fix = diff_of(calc_pkg_repo, {"data.txt": "x" * 80 + "\n" * 1 + ("y" * 99 + "\n") * (MAX_DIFF_BYTES // 100 + 10)})
     g = engine.grade_fix(calc_artifact, calc_artifact.metadata.repo, fix)
     assert not g.passed and g.reason.startswith("the fix is too large") and "MiB limit" in g.reason, g.reason[:300]
 
@@ -320,9 +321,9 @@ def docker_calc(tmp_path_factory):
     if why:
         pytest.skip(f"no Docker engine: {why}")
     base = tmp_path_factory.mktemp("docker-calc")
-    repo = calc.make_repo(base / "calc")
+    repo = make_calc_pkg_repo(base / "calc")
     tag = build_image(repo, tag=f"ssrkit-test/calc-hostile:{abs(hash(str(repo))) % 10**8}")
-    art = calc.make_artifact(base / "art", repo)
+    art = calc_pkg.make_artifact(base / "art", repo)
     (art.path / "test_script.sh").write_text(
         "#!/bin/bash\nexport PYTEST_DISABLE_PLUGIN_AUTOLOAD=1\npython3 -m pytest -rA -p no:cacheprovider tests/test_ops.py\n")
     art = Artifact(art.path)
@@ -346,7 +347,7 @@ def test_grading_hacks_fail_on_docker(docker_calc, code):
     from ssrkit.solve import Engine, SolveOptions
     from ssrkit.solvers import make_solver
 
-    from .conftest import ScriptedSolver
+    from fixtures.solving import ScriptedSolver
 
     art, source = docker_calc
     engine = Engine(SolveOptions(grade=GradeSettings(timeout=60), backend="docker"))

@@ -12,21 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.paths import EXAMPLES
+from fixtures.repos import copy_artifact
+from fixtures.repos import materialize_examples
+from fixtures.solving import SANDBOX, ScriptedSolver, validate
 from ssrkit.agents.endpoints import client_from_config
 from ssrkit.artifact import Artifact
 from ssrkit.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, load_config
 from ssrkit.errors import SsrkitError
-from ssrkit.examples import materialize
 from ssrkit.grade import GradeSettings
 from ssrkit.sandbox import SandboxOptions, open_sandbox
 from ssrkit.solve import Engine, SolveOptions
 from ssrkit.source import RepoSource
 
-from fixtures.repos import copy_artifact
-
-from .conftest import SANDBOX, ScriptedSolver, validate
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = {"textkit": "textkit/valid-two-files-acronym-and-default-filter",
          "ledger": "ledger/valid-journal-as-of-boundary"}
 
@@ -102,7 +100,7 @@ def hostile_repos(tmp_path_factory, outside) -> dict[str, tuple[Path, Artifact]]
     """Each example repository with the hostile profile in its root, and its artifact, validated."""
     tmp = tmp_path_factory.mktemp("profile")
     out = {}
-    for repo in materialize(EXAMPLES / "repos", tmp / "repos"):
+    for repo in materialize_examples(tmp / "repos").values():
         (repo / "ssrkit.toml").write_text(HOSTILE.format(outside=outside))
         art = Artifact(copy_artifact(EXAMPLES / "artifacts" / NAMES[repo.name], tmp / "arts" / repo.name))
         assert validate(art, RepoSource.local(repo))["valid"]

@@ -10,30 +10,26 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.paths import EXAMPLES
+from fixtures.repos import copy_artifact
+from fixtures.solving import make_engine, validate
 from ssrkit.artifact import Artifact
 from ssrkit.attempts import current_reward, scored_attempts, write_reward
 from ssrkit.errors import SsrkitError
-from ssrkit.examples import materialize
 from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
 from ssrkit.train.rollouts import scan_artifact
 
-from fixtures.repos import copy_artifact
-
-from .conftest import make_engine, validate
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-journal-as-of-boundary"]
 
 
 @pytest.fixture(scope="module")
-def validated(tmp_path_factory) -> dict[str, tuple[Artifact, RepoSource]]:
+def validated(tmp_path_factory, example_repos) -> dict[str, tuple[Artifact, RepoSource]]:
     tmp = tmp_path_factory.mktemp("stale")
-    repos = {p.name: p for p in materialize(EXAMPLES / "repos", tmp / "repos")}
     out = {}
     for name in NAMES:
         art = Artifact(copy_artifact(EXAMPLES / "artifacts" / name, tmp / "arts" / name.replace("/", "-")))
-        source = RepoSource.local(repos[name.split("/")[0]])
+        source = RepoSource.local(example_repos[name.split("/")[0]])
         assert validate(art, source)["valid"]
         out[name] = (art, source)
     return out

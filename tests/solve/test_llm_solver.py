@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 
-from scripted_server import ScriptedServer, bash, edit, submit
-
+from fixtures.scripted_server import ScriptedServer, bash, edit, submit
 from ssrkit.agents import AgentConfig, ModelClient
 from ssrkit.artifact import EVAL, FIX, TEST_OUTPUT
 from ssrkit.attempts import attempt_dir
 from ssrkit.solvers import LLMSolver, make_solver
 
-from . import calc
 
 CLAMP = ("    if x > hi:\n        return x\n", "    if x > hi:\n        return hi\n")
 MEDIAN = ("    return s[mid]\n\n", "    return (s[mid - 1] + s[mid]) / 2\n\n")

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 
+from fixtures import calc_pkg
 from ssrkit.artifact import Artifact
 from ssrkit.sandbox.local import isolation_available
 from ssrkit.solvers import Solver, SolverOutput
-
-from . import calc
 
 
 class Spy(Solver):
@@ -43,23 +41,23 @@ def outside_tmp_artifact(calc_artifact):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_solver_sees_only_the_buggy_state(engine, outside_tmp_artifact, calc_repo):
+def test_solver_sees_only_the_buggy_state(engine, outside_tmp_artifact, calc_pkg_repo):
     art = outside_tmp_artifact
     spy = Spy({
         "log": "git log --oneline | wc -l",
         "status": "git status --short | wc -l",
         "ops": "cat src/calc/ops.py",
         "tests": "cat tests/test_ops.py",
-        "orig": f"cat {calc_repo}/src/calc/ops.py",
+        "orig": f"cat {calc_pkg_repo}/src/calc/ops.py",
         "artifact": f"cat {art.path}/bug_inject.diff 2>&1; ls -A {art.path} 2>&1 | wc -l",
         "mountinfo": f"grep -c {art.path.name} /proc/self/mountinfo",
-        "find": f"grep -rl 'return hi' /dev/shm /tmp \"$HOME\" {calc_repo.parent} {Path.home()} "
+        "find": f"grep -rl 'return hi' /dev/shm /tmp \"$HOME\" {calc_pkg_repo.parent} {Path.home()} "
                 "--include=ops.py 2>/dev/null | head -3",
     })
     [rec] = engine.solve([(art, art.metadata.repo)], spy, attempts=1)
     seen = spy.seen
     assert seen["log"] == "1" and seen["status"] == "0"
-    assert seen["ops"] == calc.BUGGY_OPS.strip()
+    assert seen["ops"] == calc_pkg.BUGGY_OPS.strip()
     assert "def test_clamp_high" not in seen["tests"]
     if isolation_available() is None:  # bubblewrap: the artifact is hidden, the original code nowhere
         assert seen["orig"] == seen["ops"]  # the workspace is mounted at the original path

@@ -1,33 +1,13 @@
-"""Fixtures for the training tests: a tiny model on disk and artifact directories with real trajectories."""
+"""Fixtures for the training tests: artifact directories with real trajectories (the tiny model: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-if str(Path(__file__).parent) not in sys.path:  # train_helpers, also under --import-mode=importlib
-    sys.path.insert(0, str(Path(__file__).parent))
-
-from train_helpers import conversation, make_trajectory, write_artifact  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from ssrkit.train.tiny import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
-
-
-@pytest.fixture(scope="session")
-def tiny_tok(tiny_model_dir: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_model_dir)
+from fixtures.training import conversation, make_trajectory, write_artifact
 
 
 @pytest.fixture

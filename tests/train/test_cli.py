@@ -7,16 +7,15 @@ import os
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from train_helpers import row_logprob_sums  # noqa: E402
+from fixtures.paths import SRC  # noqa: E402
+from fixtures.training import row_logprob_sums  # noqa: E402
 
 pytestmark = pytest.mark.train
-SRC = Path(__file__).parents[2] / "src"
 
 
 def cli(*args, cwd=None):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,22 +15,17 @@ torch = pytest.importorskip("torch")
 
 from safetensors.torch import load_file  # noqa: E402
 
+from fixtures.net import free_port  # noqa: E402
+from fixtures.paths import ROOT, SRC, pythonpath  # noqa: E402
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
 
 pytestmark = pytest.mark.train
 HERE = Path(__file__).parent
-SRC = HERE.parents[1] / "src"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny_model_dir):
-    from train_helpers import conversation, make_trajectory, write_artifact
+    from fixtures.training import conversation, make_trajectory, write_artifact
 
     art = write_artifact(
         tmp_path / "arts",
@@ -44,7 +38,7 @@ def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny
     out = tmp_path / "dist"
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]),
+        "PYTHONPATH": pythonpath(),
         "CUDA_VISIBLE_DEVICES": "",
         "OMP_NUM_THREADS": "1",
     }
@@ -97,7 +91,7 @@ def test_two_ranks_stay_identical_and_match_one_process(tmp_path, tiny_tok, tiny
 def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_dir):
     """The user-facing path: `accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train`, with the
     launcher's bf16 (autocast on the CPU here)."""
-    from train_helpers import conversation, make_trajectory, write_artifact
+    from fixtures.training import conversation, make_trajectory, write_artifact
 
     art = write_artifact(
         tmp_path / "arts",
@@ -109,7 +103,7 @@ def test_accelerate_launch_with_the_ddp_recipe(tmp_path, tiny_tok, tiny_model_di
     )
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(SRC), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    recipe = HERE.parents[1] / "recipes" / "accelerate" / "ddp.yaml"
+    recipe = ROOT / "recipes" / "accelerate" / "ddp.yaml"
     cmd = [
         sys.executable,
         "-m",

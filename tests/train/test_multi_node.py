@@ -5,10 +5,8 @@ process accumulating the same rows."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,24 +14,18 @@ torch = pytest.importorskip("torch")
 
 from safetensors.torch import load_file  # noqa: E402
 
+from fixtures.net import free_port  # noqa: E402
+from fixtures.paths import ROOT  # noqa: E402
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
 
 pytestmark = pytest.mark.train
-HERE = Path(__file__).parent
-ROOT = HERE.parents[1]
 RECIPE = ROOT / "recipes" / "accelerate" / "multi_node.yaml"
 HYPER = dict(lr=100.0, adam_eps=1e4, max_grad_norm=0.0, micro_batch_size=1, max_steps=1, shuffle=False)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_machines_on_localhost_match_one_process(tmp_path, tiny_tok, tiny_model_dir):
-    from train_helpers import conversation, make_trajectory, write_artifact
+    from fixtures.training import conversation, make_trajectory, write_artifact
 
     art = write_artifact(tmp_path / "arts", "a", [
         (make_trajectory(tiny_tok, conversation("first", 2)), True),

@@ -8,23 +8,21 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
-from scripted_server import ScriptedServer, bash, submit  # noqa: E402
-from train_helpers import row_logprob_sums  # noqa: E402
+from fixtures.paths import EXAMPLES, SRC  # noqa: E402
+from fixtures.repos import copy_artifact, materialize_examples  # noqa: E402
+from fixtures.scripted_server import ScriptedServer, bash, submit  # noqa: E402
+from fixtures.training import row_logprob_sums  # noqa: E402
 
 from ssrkit.artifact import Artifact  # noqa: E402
-from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.patch import reverse  # noqa: E402
 
 pytestmark = pytest.mark.train
-SRC = Path(__file__).resolve().parents[2] / "src"
 ARTIFACT = "textkit/valid-slug-truncate-off-by-one"
 
 
@@ -58,7 +56,7 @@ def test_scripted_rollouts_train_a_checkpoint(tmp_path, tiny_model_dir, tiny_tok
     from ssrkit.train.examples import build_examples
     from ssrkit.train.rollouts import read_rollouts
 
-    repo = materialize(EXAMPLES / "repos", tmp_path / "repos", ["textkit"])[0]
+    repo = materialize_examples(tmp_path / "repos", ["textkit"])["textkit"]
     art = copy_artifact(EXAMPLES / "artifacts" / ARTIFACT, tmp_path / "arts" / "slug")
     env = {"SSRKIT_CACHE": str(tmp_path / "cache")}
     assert cli("validate", art, "--repo", repo, env=env).returncode == 0

@@ -14,17 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.net import free_port
+from fixtures.paths import FIXTURES, SRC
 from ssrkit.serve import NCCLStrategy, PolicyServer, ServeConfig, ServeError, VLLMNCCLTransport
 
 pytestmark = pytest.mark.train
-HERE = Path(__file__).parent
-SRC = HERE.parents[1] / "src"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def alive(pid: int) -> bool:
@@ -43,7 +37,7 @@ def fake_vllm(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "vllm"
-    script.write_text(f"#!{sys.executable}\n" + (HERE / "fake_vllm.py").read_text())
+    script.write_text(f"#!{sys.executable}\n" + (FIXTURES / "fake_vllm.py").read_text())
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_VLLM_CHILD_PID", str(tmp_path / "child.pid"))
@@ -267,7 +261,7 @@ def bf16_shards(src: Path, out: Path) -> Path:
 
 
 def test_nccl_pushes_weights_into_the_running_server(fake_vllm, tmp_path, tiny_model_dir):
-    from gloo_transport import GlooTransport
+    from fixtures.gloo_transport import GlooTransport
 
     from ssrkit.train.tiny import save_tiny_model
 
@@ -300,7 +294,7 @@ def test_nccl_pushes_weights_into_the_running_server(fake_vllm, tmp_path, tiny_m
 
 
 def test_nccl_against_a_server_without_weight_transfer_fails_fast(fake_vllm, tmp_path, tiny_model_dir):
-    from gloo_transport import GlooTransport
+    from fixtures.gloo_transport import GlooTransport
 
     with PolicyServer(config(tmp_path)) as server:  # started by the restart strategy: no dev mode, no config
         server.start(tiny_model_dir)
@@ -315,7 +309,7 @@ def test_nccl_against_a_server_without_weight_transfer_fails_fast(fake_vllm, tmp
 
 
 def test_nccl_resumes_the_server_when_the_update_fails(fake_vllm, tmp_path, tiny_model_dir):
-    from gloo_transport import GlooTransport
+    from fixtures.gloo_transport import GlooTransport
 
     transport = GlooTransport(timeout=10)
     transport.packed = True  # announced as packed: the fake refuses to unpack, after /pause

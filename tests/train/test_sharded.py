@@ -20,11 +20,11 @@ from safetensors.torch import load_file  # noqa: E402
 
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
-from test_distributed import free_port  # noqa: E402
+from fixtures.net import free_port  # noqa: E402
+from fixtures.paths import ROOT, pythonpath  # noqa: E402
 
 pytestmark = pytest.mark.train
 HERE = Path(__file__).parent
-ROOT = HERE.parents[1]
 
 BACKENDS = {
     "fsdp2": ("fsdp2.yaml", "FSDP", "DTensor"),
@@ -55,7 +55,7 @@ def tied_model(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def arts(tmp_path_factory, tiny_tok):
-    from train_helpers import conversation, make_trajectory, write_artifact
+    from fixtures.training import conversation, make_trajectory, write_artifact
 
     root = tmp_path_factory.mktemp("arts")
     return [
@@ -77,7 +77,7 @@ def launch(backend: str, knobs: dict, model: Path, out: Path, arts: list[Path]) 
         pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install 'ssrkit[deepspeed]')")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(HERE)]),
+        "PYTHONPATH": pythonpath(),
         "CUDA_VISIBLE_DEVICES": "",
         "OMP_NUM_THREADS": "1",
         "ACCELERATE_TORCH_DEVICE": "cpu",

@@ -29,7 +29,7 @@ def arts(tmp_path_factory, artifact_factory_module):
 
 @pytest.fixture(scope="module")
 def artifact_factory_module(tiny_tok):
-    from train_helpers import conversation, make_trajectory, write_artifact
+    from fixtures.training import conversation, make_trajectory, write_artifact
 
     def build(root):
         return [

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import math
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("transformers")
 
-from train_helpers import conversation, encode, make_trajectory, write_artifact
+from fixtures.training import conversation, encode, make_trajectory, write_artifact
 from fixtures.repos import write_reward_json
 from ssrkit.train.errors import TrainError
 from ssrkit.train.examples import Row, build_examples, rows_from_stored, rows_from_template, trajectory_rows, truncate

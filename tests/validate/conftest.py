@@ -1,19 +1,8 @@
-"""Fixtures for validation tests: the example repositories, materialized once per session."""
+"""The validation tests: each test has an original-run cache of its own."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-from fixtures.repos import EXAMPLES
-from ssrkit.examples import materialize
-
-
-@pytest.fixture(scope="session")
-def example_repos(tmp_path_factory) -> dict[str, Path]:
-    dest = tmp_path_factory.mktemp("repos")
-    return {p.name: p for p in materialize(EXAMPLES / "repos", dest)}
 
 
 @pytest.fixture(autouse=True)

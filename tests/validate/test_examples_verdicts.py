@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.paths import EXAMPLES
+from fixtures.repos import copy_artifact
 from ssrkit.artifact import Artifact
 from ssrkit.source import RepoSource
 from ssrkit.validate import CHECK_NAMES, Settings, Validator, validate_all
-
-from fixtures.repos import EXAMPLES, copy_artifact
 
 EXPECTED = json.loads((EXAMPLES / "artifacts" / "expected.json").read_text())
 F2P = json.loads((EXAMPLES / "artifacts" / "fail_to_pass.json").read_text())

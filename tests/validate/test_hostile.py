@@ -6,65 +6,12 @@ import glob
 import os
 import socket
 import subprocess
-import textwrap
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from ssrkit.artifact import Artifact
-from ssrkit.source import RepoSource
-from ssrkit.validate import Settings, Validator, write_report
-
-from fixtures.repos import git
-
-ROOT = Path(__file__).resolve().parents[2]
-PARSER = (ROOT / "src" / "ssrkit" / "templates" / "pytest_parser.py").read_text()
-PYTEST = "python -m pytest -rA -p no:cacheprovider tests/test_calc.py"
-
-
-@pytest.fixture(scope="module")
-def calc_repo(tmp_path_factory) -> Path:
-    repo = tmp_path_factory.mktemp("calc") / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n")
-    tests = "from calc import add, neg\n\n"
-    for i in range(6):
-        tests += f"\ndef test_add_{i}():\n    assert add({i}, 1) == {i + 1}\n\n"
-    tests += "\ndef test_neg():\n    assert neg(2) == -2\n"
-    (repo / "tests" / "test_calc.py").write_text(tests)
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "calc")
-    return repo
-
-
-def diff_of(repo: Path, path: str, old: str, new: str) -> str:
-    f = repo / path
-    original = f.read_text()
-    f.write_text(original.replace(old, new))
-    try:
-        return git(repo, "diff")
-    finally:
-        f.write_text(original)
-
-
-def make_artifact(tmp_path: Path, repo: Path, script: str, parser: str = PARSER) -> Artifact:
-    art = tmp_path / "art"
-    art.mkdir()
-    (art / "bug_inject.diff").write_text(diff_of(repo, "calc/__init__.py", "return a + b", "return a - b"))
-    weaken = diff_of(repo, "tests/test_calc.py", "def test_add_0():\n    assert add(0, 1) == 1\n", "")
-    (art / "test_weaken.diff").write_text(weaken)
-    (art / "test_script.sh").write_text("#!/usr/bin/env bash\n" + script + "\n")
-    (art / "test_files.txt").write_text("tests/test_calc.py\n")
-    (art / "test_parser.py").write_text(parser)
-    return Artifact(art)
-
-
-def check(report, name):
-    return next(c for c in report.checks if c.name == name)
+from fixtures.small_calc import PARSER, PYTEST, check, make_artifact, validate
 
 
 def leftovers(marker: str) -> list[str]:
@@ -76,22 +23,16 @@ def workspaces() -> list[str]:
     return glob.glob(f"/dev/shm/ssrkit-{os.getpid()}-*/sb-*") + glob.glob(f"{os.environ.get('TMPDIR', '/tmp')}/ssrkit-{os.getpid()}-*/sb-*")
 
 
-def validate(art: Artifact, repo: Path, **settings) -> "object":
-    report = Validator(Settings(**settings)).validate(art, RepoSource.local(repo))
-    write_report(art, report)
-    return report
-
-
-def test_baseline_artifact_is_valid(tmp_path, calc_repo):
-    report = validate(make_artifact(tmp_path, calc_repo, PYTEST), calc_repo)
+def test_baseline_artifact_is_valid(tmp_path, small_calc_repo):
+    report = validate(make_artifact(tmp_path, small_calc_repo, PYTEST), small_calc_repo)
     assert report.valid, [c for c in report.checks if c.status == "failed"]
     assert report.fail_to_pass == [f"tests/test_calc.py::test_add_{i}" for i in range(6) if i != 1] or report.fail_to_pass
 
 
-def test_script_that_never_ends_times_out(tmp_path, calc_repo):
-    art = make_artifact(tmp_path, calc_repo, "(sleep 1000; echo ssrkit-hang-marker) & sleep 1000 # ssrkit-hang-marker")
+def test_script_that_never_ends_times_out(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, "(sleep 1000; echo ssrkit-hang-marker) & sleep 1000 # ssrkit-hang-marker")
     t0 = time.monotonic()
-    report = validate(art, calc_repo, timeout=3)
+    report = validate(art, small_calc_repo, timeout=3)
     assert time.monotonic() - t0 < 60
     c = check(report, "parser")
     assert c.status == "failed" and "did not finish within 3s" in c.message
@@ -99,19 +40,19 @@ def test_script_that_never_ends_times_out(tmp_path, calc_repo):
     assert not workspaces()
 
 
-def test_fork_bomb_is_contained(tmp_path, calc_repo):
-    art = make_artifact(tmp_path, calc_repo, "bomb() { bomb | bomb & }; bomb; sleep 2; " + PYTEST)
+def test_fork_bomb_is_contained(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, "bomb() { bomb | bomb & }; bomb; sleep 2; " + PYTEST)
     t0 = time.monotonic()
-    report = validate(art, calc_repo, timeout=20)
+    report = validate(art, small_calc_repo, timeout=20)
     assert time.monotonic() - t0 < 120
     assert not report.valid or report.valid  # a verdict, not a crash
     assert not leftovers("bomb")
     assert not workspaces()
 
 
-def test_memory_hog_is_contained(tmp_path, calc_repo):
-    art = make_artifact(tmp_path, calc_repo, "python -c \"x = bytearray(60 * 1024**3)\"; " + PYTEST)
-    report = validate(art, calc_repo, timeout=60)
+def test_memory_hog_is_contained(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, "python -c \"x = bytearray(60 * 1024**3)\"; " + PYTEST)
+    report = validate(art, small_calc_repo, timeout=60)
     # the hog dies on its memory limit; the tests after it still run and the artifact stays valid
     assert report.valid, [c for c in report.checks if c.status == "failed"]
     log = (art.path / "logs" / "original.log").read_text()
@@ -125,7 +66,7 @@ def _accept_quietly(srv: socket.socket) -> None:
         pass
 
 
-def test_network_is_unreachable(tmp_path, calc_repo):
+def test_network_is_unreachable(tmp_path, small_calc_repo):
     from ssrkit.sandbox.local import isolation_available
 
     if isolation_available():
@@ -138,19 +79,19 @@ def test_network_is_unreachable(tmp_path, calc_repo):
     probe = (f"python -c \"import socket; s=socket.socket(); s.settimeout(2); "
              f"print('NET-OPEN' if s.connect_ex(('127.0.0.1', {port})) == 0 else 'NET-BLOCKED')\"; "
              f"python -c \"import socket\ntry:\n socket.getaddrinfo('pypi.org', 443); print('DNS-OPEN')\nexcept OSError: print('DNS-BLOCKED')\"; ")
-    art = make_artifact(tmp_path, calc_repo, probe + PYTEST)
-    validate(art, calc_repo, timeout=60)
+    art = make_artifact(tmp_path, small_calc_repo, probe + PYTEST)
+    validate(art, small_calc_repo, timeout=60)
     srv.close()
     log = (art.path / "logs" / "original.log").read_text()
     assert "NET-BLOCKED" in log and "DNS-BLOCKED" in log, log[:500]
 
 
-def test_non_utf8_and_huge_logs(tmp_path, calc_repo):
+def test_non_utf8_and_huge_logs(tmp_path, small_calc_repo):
     script = ("printf '\\xff\\xfe\\x80 binary junk\\n'; "
               "python -c \"import sys; sys.stdout.write('spam line ' * 10 + '\\n') if False else None; "
               "[sys.stdout.write('x' * 1023 + '\\n') for _ in range(50 * 1024)]\"; " + PYTEST)
-    art = make_artifact(tmp_path, calc_repo, script)
-    report = validate(art, calc_repo, timeout=60)
+    art = make_artifact(tmp_path, small_calc_repo, script)
+    report = validate(art, small_calc_repo, timeout=60)
     assert report.valid, [c for c in report.checks if c.status == "failed"]
     log = (art.path / "logs" / "original.log").read_text(encoding="utf-8")
     assert "\ufffd" in log  # undecodable bytes replaced, not fatal
@@ -158,18 +99,18 @@ def test_non_utf8_and_huge_logs(tmp_path, calc_repo):
     assert report.runs["original"]["log_truncated"] is True
 
 
-def test_parser_that_crashes_or_hangs(tmp_path, calc_repo):
-    art = make_artifact(tmp_path, calc_repo, PYTEST, parser="import sys\nraise SystemExit('boom: cannot parse')\n")
-    c = check(validate(art, calc_repo), "parser")
+def test_parser_that_crashes_or_hangs(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser="import sys\nraise SystemExit('boom: cannot parse')\n")
+    c = check(validate(art, small_calc_repo), "parser")
     assert c.status == "failed" and "boom: cannot parse" in c.message
 
 
-def test_parser_output_not_deterministic(tmp_path, calc_repo):
+def test_parser_output_not_deterministic(tmp_path, small_calc_repo):
     parser = PARSER + "\nimport random, json as _j\n" if False else (
         "import json, sys, random\nlines = sys.stdin.read()\n"
         "print(json.dumps({f't{i}': 'passed' for i in range(random.randint(5, 50))}))\n")
-    art = make_artifact(tmp_path, calc_repo, PYTEST, parser=parser)
-    c = check(validate(art, calc_repo), "parser")
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    c = check(validate(art, small_calc_repo), "parser")
     assert c.status == "failed" and "deterministic" in c.message
 
 
@@ -178,10 +119,10 @@ LINE_PARSER = ("import json, re, sys\nd = {}\nfor line in sys.stdin:\n"
                "print(json.dumps(d))\n")
 
 
-def test_flaky_tests_are_rejected(tmp_path, calc_repo):
+def test_flaky_tests_are_rejected(tmp_path, small_calc_repo):
     script = ("for i in 1 2 3 4 5 6; do echo PASSED stable_$i; done; "
               "python -c \"import random; print('PASSED coin_' + str(random.randint(0, 9)))\"")
-    art = make_artifact(tmp_path, calc_repo, script, parser=LINE_PARSER)
-    report = validate(art, calc_repo, flaky_runs=3)
+    art = make_artifact(tmp_path, small_calc_repo, script, parser=LINE_PARSER)
+    report = validate(art, small_calc_repo, flaky_runs=3)
     first = report.first_failure
     assert first is not None and first.name == "original_passes" and "flaky" in first.message

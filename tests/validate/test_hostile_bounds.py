@@ -8,24 +8,23 @@ import time
 
 from rich.console import Console
 
+from fixtures.small_calc import PYTEST, check, make_artifact, validate
 from ssrkit.text import MESSAGE_LIMIT
 
-from test_hostile import PYTEST, calc_repo, check, make_artifact, validate  # noqa: F401 (calc_repo: fixture)
 
-
-def test_huge_parser_stderr_is_bounded(tmp_path, calc_repo):
+def test_huge_parser_stderr_is_bounded(tmp_path, small_calc_repo):
     parser = "import sys\nsys.stderr.write('E' * (8 * 1024 * 1024))\nsys.exit(1)\n"
-    art = make_artifact(tmp_path, calc_repo, PYTEST, parser=parser)
-    c = check(validate(art, calc_repo), "parser")
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    c = check(validate(art, small_calc_repo), "parser")
     assert c.status == "failed" and "exited with code 1" in c.message
     assert len(c.message) <= MESSAGE_LIMIT
     assert (art.path / "validation.json").stat().st_size < 200_000
 
 
-def test_huge_test_ids_and_statuses_are_bounded(tmp_path, calc_repo):
+def test_huge_test_ids_and_statuses_are_bounded(tmp_path, small_calc_repo):
     parser = "import json\nprint(json.dumps({'t' * 2_000_000: 'bogus' * 100_000}))\n"
-    art = make_artifact(tmp_path, calc_repo, PYTEST, parser=parser)
-    c = check(validate(art, calc_repo), "parser")
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    c = check(validate(art, small_calc_repo), "parser")
     assert c.status == "failed" and "allowed:" in c.message and len(c.message) <= MESSAGE_LIMIT
     assert (art.path / "validation.json").stat().st_size < 200_000
 
@@ -44,11 +43,11 @@ def _render(result) -> str:
     return buf.getvalue()
 
 
-def test_terminal_escapes_in_test_ids_are_escaped(tmp_path, calc_repo):
+def test_terminal_escapes_in_test_ids_are_escaped(tmp_path, small_calc_repo):
     evil = "tests/x.py::test_\x1b]0;pwned\x07\x1b[2J\u202eevil"
     parser = f"import json\nprint(json.dumps({{{evil!r}: 'failed'}}))\n"
-    art = make_artifact(tmp_path, calc_repo, PYTEST, parser=parser)
-    validate(art, calc_repo)
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    validate(art, small_calc_repo)
     result = json.loads((art.path / "validation.json").read_text())
     out = _render(result)
     assert "\x1b]0;pwned" not in out and "\x1b[2J" not in out and "\u202e" not in out and "\x07" not in out
@@ -65,9 +64,9 @@ def test_rendering_long_messages_is_fast():
     assert "characters cut by ssrkit" in out
 
 
-def test_isolation_in_force_is_reported(tmp_path, calc_repo):
-    art = make_artifact(tmp_path, calc_repo, PYTEST)
-    validate(art, calc_repo, cache=False)
+def test_isolation_in_force_is_reported(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST)
+    validate(art, small_calc_repo, cache=False)
     iso = json.loads((art.path / "validation.json").read_text())["settings"]["isolation"]
     assert iso["backend"] == "local" and iso["mechanism"] in ("bubblewrap", "unshare", "none")
     assert "memory" in iso and "network" in iso and isinstance(iso["not_isolated"], list)

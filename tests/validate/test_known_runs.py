@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.paths import EXAMPLES
+from fixtures.repos import copy_artifact
+from ssrkit import testrun
 from ssrkit.artifact import Artifact
 from ssrkit.sandbox import SandboxOptions, environment_key
 from ssrkit.source import RepoSource
-from ssrkit import testrun
 from ssrkit.validate import Settings, Validator
-
-from fixtures.repos import EXAMPLES, copy_artifact
 
 VALID = "textkit/valid-slug-truncate-off-by-one"
 

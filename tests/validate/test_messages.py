@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.repos import EXAMPLES, copy_artifact
+from fixtures.paths import EXAMPLES
+from fixtures.repos import copy_artifact
 from ssrkit.artifact import Artifact
 from ssrkit.source import RepoSource
 from ssrkit.validate import Settings, Validator, validate_all

@@ -8,14 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fixtures.repos import EXAMPLES, copy_artifact
+from fixtures.paths import EXAMPLES
+from fixtures.paths import SRC
+from fixtures.repos import copy_artifact
 
 VALID = "textkit/valid-slug-truncate-off-by-one"
 INVALID = "textkit/invalid-bug_scope"
 
 
 def ssrkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(SRC)}
     return subprocess.run([sys.executable, "-m", "ssrkit", *args], capture_output=True, text=True, cwd=cwd, env=env,
                           timeout=600)
 

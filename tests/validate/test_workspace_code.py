@@ -10,14 +10,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from fixtures.repos import git
 
+from fixtures.git import git
+from fixtures.paths import SRC
 from ssrkit.artifact import Artifact
 from ssrkit.source import RepoSource
 from ssrkit.validate import Settings, Validator
 
-ROOT = Path(__file__).resolve().parents[2]
-PARSER = (ROOT / "src" / "ssrkit" / "templates" / "pytest_parser.py").read_text()
+PARSER = (SRC / "ssrkit" / "templates" / "pytest_parser.py").read_text()
 
 
 def make_repo(tmp: Path) -> Path:

