@@ -1,5 +1,6 @@
-"""The fixtures every test folder may use: the shared repositories (built once per session, read only), the
-example repositories, the agent tests' sandbox and scripted servers, the tiny model.
+"""The fixtures every test folder may use: the session's environment (this interpreter first on PATH, an
+ssrkit cache of its own), the shared repositories (built once per session, read only), the example
+repositories, the agent tests' sandbox and scripted servers, the tiny model.
 
 Helpers live in modules of tests/fixtures/ (`from fixtures.git import git`), never in a conftest: a test
 module imports no conftest. Plugins: fixtures/sandboxes.py (the sandbox backends, `opener`) and
@@ -8,6 +9,8 @@ fixtures/solving.py (an engine, the validated calc artifact).
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,29 @@ from fixtures.recipe import PROFILE
 from fixtures.scripted_server import ScriptedServer
 
 pytest_plugins = ["fixtures.sandboxes", "fixtures.solving"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _environment(tmp_path_factory: pytest.TempPathFactory):
+    """Sandboxed commands run `python`: this interpreter (it has pytest and coverage). ssrkit's cache (original
+    runs, test maps, unpacked repositories) is the session's own, never the user's ~/.cache/ssrkit, which other
+    runs share: a test run reads nothing it did not make. Entries are keyed by content, so tests that make the
+    same repository state reuse one original run, as ssrkit itself would (tests about the cache take
+    `private_cache`). Under xdist every worker is a session of its own."""
+    old = dict(os.environ)
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    os.environ["SSRKIT_CACHE"] = str(tmp_path_factory.mktemp("ssrkit-cache"))
+    yield
+    os.environ.clear()
+    os.environ.update(old)
+
+
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ssrkit cache of the test's own: what it validates was never run before, by any test."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SSRKIT_CACHE", str(cache))
+    return cache
 
 
 # -- repositories: one builder each in fixtures/repos.py; tests copy them before changing anything --------------

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from fixtures.paths import EXAMPLES, SRC  # noqa: E402
-from fixtures.repos import copy_artifact, materialize_examples  # noqa: E402
+from fixtures.repos import copy_artifact  # noqa: E402
 from fixtures.scripted_server import ScriptedServer, bash, submit  # noqa: E402
 from fixtures.training import row_logprob_sums  # noqa: E402
 
@@ -51,12 +51,12 @@ def solver_rule(fix_diff: str):
     return rule
 
 
-def test_scripted_rollouts_train_a_checkpoint(tmp_path, tiny_model_dir, tiny_tok):
+def test_scripted_rollouts_train_a_checkpoint(tmp_path, example_repos, tiny_model_dir, tiny_tok):
     from ssrkit.train.advantages import compute_advantages
     from ssrkit.train.examples import build_examples
     from ssrkit.train.rollouts import read_rollouts
 
-    repo = materialize_examples(tmp_path / "repos", ["textkit"])["textkit"]
+    repo = example_repos["textkit"]
     art = copy_artifact(EXAMPLES / "artifacts" / ARTIFACT, tmp_path / "arts" / "slug")
     env = {"SSRKIT_CACHE": str(tmp_path / "cache")}
     assert cli("validate", art, "--repo", repo, env=env).returncode == 0

@@ -13,6 +13,7 @@ from ssrkit.sandbox import SandboxOptions, environment_key
 from ssrkit.source import RepoSource
 from ssrkit.validate import Settings, Validator
 
+pytestmark = pytest.mark.usefixtures("private_cache")  # what the cache holds is under test
 VALID = "textkit/valid-slug-truncate-off-by-one"
 
 
