@@ -42,15 +42,15 @@ from . import grade as grading
 from . import patch as patches
 from . import pathmatch, testrun
 from .solvers import task_from_weaken_diff
-from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
+from .store.artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
-from .fsutil import atomic_write_text, own_dir
+from .store.fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
 from .sandbox.base import OutputCapture
 from .solve import JUNK
-from .source import RepoSource
+from .store.source import RepoSource
 
 #: an exported task asks its harness for the limits ssrkit's own sandboxes have
 _LIMITS = Limits()
@@ -461,7 +461,7 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
 
 def sft_examples(artifact: Artifact) -> Iterator[dict[str, Any]]:
     """Chat transcripts of the artifact's successful solver attempts."""
-    from .attempts import scored_attempts
+    from .store.attempts import scored_attempts
 
     for attempt in scored_attempts(artifact):
         if not attempt.passed:

@@ -52,8 +52,8 @@ from typing import Any
 
 from . import __version__
 from . import patch as patches
-from .artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
-from .config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
+from .store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
+from .store.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox, fresh_history_command
 from .pathmatch import matches

@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
+from .store.artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
                        Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
-from .fsutil import own_dir
+from .store.fsutil import own_dir
 from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
-from .attempts import completed_attempts, read_eval
-from .source import RepoSource
+from .store.attempts import completed_attempts, read_eval
+from .store.source import RepoSource
 from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
@@ -303,7 +303,7 @@ def validate_made(outcomes: list[Outcome], validator: "Validator", executor: "Ex
 def known_artifacts(dirs: list[Path], out_dir: Path) -> dict[str, Path]:
     """id → directory of the artifacts found below `dirs` (at any depth), except those in `out_dir`, which
     is this run's own output (found there, an artifact counts as made by this run)."""
-    from .artifact import find_artifacts
+    from .store.artifact import find_artifacts
 
     missing = [d for d in dirs if not Path(d).is_dir()]
     if missing:

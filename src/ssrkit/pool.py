@@ -28,12 +28,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
-from .attempts import current_reward, scored_attempts
+from .store.artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
+from .store.attempts import current_reward, scored_attempts
 from .errors import SsrkitError
-from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .store.fsutil import atomic_write_json, atomic_write_text, read_json
 from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
-from .source import RepoSource
+from .store.source import RepoSource
 
 POOL = "pool.json"
 METRICS = "metrics.csv"

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 
 from . import patch as patches
-from .config import DEFAULT_TEST_PATTERNS
+from .store.config import DEFAULT_TEST_PATTERNS
 from .errors import PatchError, SsrkitError
 from .inject.operators import REPAIR, REPAIR_OPERATORS, functions, mutations
 from .inject.source_text import SourceText

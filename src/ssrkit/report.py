@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .artifact import Artifact, find_artifacts
-from .attempts import current_reward
+from .store.artifact import Artifact, find_artifacts
+from .store.attempts import current_reward
 from .errors import SsrkitError
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, CANARY_OUTPUT, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF,
+from .store.artifact import (ATTEMPTS, BUG_DIFF, CANARY_OUTPUT, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF,
                        Artifact)
-from .attempts import attempt_binding, attempt_dir, claim_new_attempt, plan_attempts, read_eval
+from .store.attempts import attempt_binding, attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
-from .config import Config
+from .store.config import Config
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
-from .source import RepoSource
+from .store.source import RepoSource
 from .units import path_mapping, relabel_bytes
 
 if TYPE_CHECKING:

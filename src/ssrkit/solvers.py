@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, FIX, TRAJECTORY, Artifact
+from .store.artifact import BUG_DIFF, FIX, TRAJECTORY, Artifact
 from .errors import SsrkitError
-from .fsutil import atomic_write_text
+from .store.fsutil import atomic_write_text
 from .sandbox.base import Sandbox
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Sequence
 
-from .artifact import TEST_PARSER, TEST_SCRIPT
+from .store.artifact import TEST_PARSER, TEST_SCRIPT
 from .errors import SandboxError
 from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, ExecResult, Sandbox, decode_output
 from .text import clip

@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from .executor import ArtifactRef, Scratch, SourceRef
-from .source import RepoSource
+from .store.source import RepoSource
 
 
 def scratch_for(ref: ArtifactRef):

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
                        ALIASES, Artifact, now_iso)
-from .config import DEFAULT_TEST_PATTERNS, Config
+from .store.config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
-from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .store.fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sandbox
-from .source import RepoSource
+from .store.source import RepoSource
 from .pathmatch import matches
 from .runslots import Ahead, RunSlots
 from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests

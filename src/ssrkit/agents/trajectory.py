@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..artifact import now_iso
+from ..store.artifact import now_iso
 from ..errors import SsrkitError
-from ..fsutil import atomic_write_json, read_json
+from ..store.fsutil import atomic_write_json, read_json
 from .client import Completion
 
 FORMAT = "ssrkit.trajectory/1"

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..attempts import current_reward
+from ..store.attempts import current_reward
 from ..errors import SsrkitError
 from ..pool import close_round, round_artifacts, round_dir, select_tasks
 from .common import Command, JsonOpt, console, err_console, print_json

@@ -11,13 +11,13 @@ from rich.table import Table
 
 from ..agents.endpoints import client_from_config
 from ..agents.loop import AgentConfig
-from ..artifact import Artifact, find_artifacts
-from ..attempts import attempt_records
+from ..store.artifact import Artifact, find_artifacts
+from ..store.attempts import attempt_records
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve import Engine, SolveOptions, solvable
 from ..solvers import SOLVERS, make_solver
-from ..source import RepoSource
+from ..store.source import RepoSource
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, safe,

@@ -8,7 +8,7 @@ from typing import Annotated, Any, List, Optional
 import typer
 from rich.table import Table
 
-from ..artifact import Artifact, find_artifacts
+from ..store.artifact import Artifact, find_artifacts
 from ..executor import Shard, executor_from_config, shard_items
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator, validate_all

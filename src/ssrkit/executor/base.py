@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..errors import SsrkitError
-from ..source import RepoSource
+from ..store.source import RepoSource
 
 
 EXECUTORS = ("local", "ray")
@@ -358,7 +358,7 @@ def read_tree(root: Path) -> dict[str, bytes]:
 def write_tree(root: Path, files: dict[str, bytes], *, last: tuple[str, ...] = ()) -> None:
     """Write a unit's files under `root` atomically, the names in `last` after every other one (so their
     presence means the rest is there: eval.json, validation.json, artifact.toml)."""
-    from ..fsutil import atomic_write_bytes
+    from ..store.fsutil import atomic_write_bytes
 
     root = Path(root)
     order = sorted(files, key=lambda rel: (rel in last, last.index(rel) if rel in last else 0, rel))

@@ -20,7 +20,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..artifact import Artifact
+from ..store.artifact import Artifact
 from ..errors import SsrkitError
 from ..sandbox import Sandbox
 from ..testrun import PASSED

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import patch as patches
-from ..artifact import BUG_DIFF, Metadata, create_artifact
+from ..store.artifact import BUG_DIFF, Metadata, create_artifact
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from ..sandbox import Sandbox, SandboxOptions
-from ..source import RepoSource
+from ..store.source import RepoSource
 from ..testrun import PASSED, run_tests
 from ..units import path_mapping, relabel_bytes
 from ..validate import Settings, Validator, write_report

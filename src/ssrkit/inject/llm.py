@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..agents import STRATEGIES, Agent, AgentConfig, ModelClient, Trajectory, injector_prompts
-from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
+from ..store.artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
                         TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
-from ..config import Config
+from ..store.config import Config
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
-from ..fsutil import own_dir, read_json
+from ..store.fsutil import own_dir, read_json
 from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
-from ..source import RepoSource, head_commit
+from ..store.source import RepoSource, head_commit
 from ..units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
 from .summary import Injection, InjectReport, StrategyStats

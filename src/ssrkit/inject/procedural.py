@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
-from ..config import Config, load_config
+from ..store.artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
+from ..store.config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
-from ..fsutil import atomic_write_json, own_dir
+from ..store.fsutil import atomic_write_json, own_dir
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
-from ..source import RepoSource
+from ..store.source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
                          parse_strategies, plural, tail)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from ..fsutil import atomic_write_json, read_json
+from ..store.fsutil import atomic_write_json, read_json
 
 if TYPE_CHECKING:
     from ..executor import Shard

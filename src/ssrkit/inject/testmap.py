@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..errors import SsrkitError
-from ..fsutil import atomic_write_json, read_json
+from ..store.fsutil import atomic_write_json, read_json
 from ..sandbox.base import Sandbox
 from ..testrun import PASSED
 from ..validate import cache_dir, is_test_like

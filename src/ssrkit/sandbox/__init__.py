@@ -17,7 +17,7 @@ def backend_from_config(cfg, backend: str | None = None) -> str:
 
 
 def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None = None) -> Sandbox:
-    """Start a sandbox on a repository source (`ssrkit.source.RepoSource`).
+    """Start a sandbox on a repository source (`ssrkit.store.source.RepoSource`).
 
     backend: "local", "docker" or "auto" (docker for image sources, local for local repositories).
     The returned sandbox has a `pristine` snapshot of the repository as the user has it.

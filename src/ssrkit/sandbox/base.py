@@ -23,7 +23,7 @@ from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..store.config import Config
 
 PRISTINE = "pristine"
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import torch
 
-from ssrkit.artifact import TRAJECTORY
+from ssrkit.store.artifact import TRAJECTORY
 from ssrkit.train.batching import collate
 from ssrkit.train.examples import Example, build_examples
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ssrkit.hf_checkpoint import adapter_base, declared_dtype
+from ssrkit.store.hf_checkpoint import adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
 TRAINER_STATE_FILE = "trainer_state.json"

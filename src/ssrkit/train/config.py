@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ssrkit.train.errors import TrainError
 
 if TYPE_CHECKING:
-    from ssrkit.config import Config
+    from ssrkit.store.config import Config
 
 ROLES = ("solver", "injector")
 LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
@@ -174,8 +174,8 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
 
 def resolve_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Defaults, then `[train]` of `config_file` (or $SSRKIT_CONFIG, or ./ssrkit.toml when it exists: the one
-    configuration every command reads, `ssrkit.config`), then `overrides` (flags; None = not given)."""
-    from ssrkit.config import load_config
+    configuration every command reads, `ssrkit.store.config`), then `overrides` (flags; None = not given)."""
+    from ssrkit.store.config import load_config
     from ssrkit.errors import SsrkitError
 
     try:

@@ -2,9 +2,9 @@
 
 Solver attempts (`attempts/NNN/trajectory.json`) are grouped per artifact; injector rollouts (the artifact's own
 `trajectory.json`) per repository snapshot (repository path or image, base commit). Rewards come from
-`reward.json` (`injector_reward`, only while `ssrkit.attempts.current_reward` says it was computed from the present
-files) and, per attempt, from `ssrkit.attempts.scored_attempts` (paired by attempt name; an unfinished attempt, or
-one whose eval.json judged other files, gets none). Only JSON/TOML is read here; token ids
+`reward.json` (`injector_reward`, only while `ssrkit.store.attempts.current_reward` says it was computed from
+the present files) and, per attempt, from `ssrkit.store.attempts.scored_attempts` (paired by attempt name; an
+unfinished attempt, or one whose eval.json judged other files, gets none). Only JSON/TOML is read here; token ids
 are loaded later, one trajectory at a time (`examples.py`).
 """
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ssrkit.artifact import METADATA, REWARD, TRAJECTORY, Artifact
-from ssrkit.artifact import find_artifacts as find
-from ssrkit.attempts import STALE, current_reward, scored_attempts
+from ssrkit.store.artifact import METADATA, REWARD, TRAJECTORY, Artifact
+from ssrkit.store.artifact import find_artifacts as find
+from ssrkit.store.attempts import STALE, current_reward, scored_attempts
 from ssrkit.errors import SsrkitError
 from ssrkit.train.errors import NothingToTrain, TrainError
 

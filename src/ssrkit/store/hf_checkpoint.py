@@ -1,0 +1,35 @@
+"""What ssrkit reads from a Hugging Face checkpoint directory without loading it (no torch, no transformers).
+
+`ssrkit train` writes checkpoints (`train/checkpoint.py`) and `ssrkit serve` starts vLLM on them; both need the
+same two facts: the dtype the checkpoint declares, and whether it is a LoRA adapter (and on which base).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .fsutil import read_json
+
+CONFIG = "config.json"
+ADAPTER_CONFIG = "adapter_config.json"
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def declared_dtype(checkpoint: str | Path) -> str | None:
+    """The dtype the checkpoint's config.json declares (`dtype`, or the older `torch_dtype`), if vLLM knows it."""
+    try:
+        config = read_json(Path(checkpoint) / CONFIG)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    value = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return value if value in DTYPES else None
+
+
+def adapter_base(model_dir: str | Path) -> str | None:
+    """The base checkpoint of a LoRA adapter directory (adapter_config.json), None for a full checkpoint."""
+    try:
+        config = read_json(Path(model_dir) / ADAPTER_CONFIG)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    base = config.get("base_model_name_or_path") if isinstance(config, dict) else None
+    return str(base) if base else None
