@@ -4,6 +4,7 @@ imports the CLI, no function too long to read top to bottom (issue 12; SPEC §12
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -38,6 +39,12 @@ def _modules(*, shims: bool = False) -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed module (parsed once: every rule walks every module)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _targets(module: str, node: ast.AST, is_pkg: bool, modules: dict[str, Path] | None = None) -> list[str]:
     if isinstance(node, ast.Import):
         return [a.name for a in node.names]
@@ -59,7 +66,7 @@ def import_graph(*, lazy: bool) -> dict[str, set[str]]:
     TYPE_CHECKING blocks left out), or including imports inside functions."""
     graph = {}
     for name, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = _tree(path)
         nodes = ast.walk(tree) if lazy else [n for n in tree.body if not isinstance(n, ast.If)]
         deps = set()
         for node in nodes:
@@ -130,12 +137,12 @@ def test_train_depends_only_on_the_artifact_layer():
 
 def test_no_module_imports_an_old_path():
     """A moved module is imported from where it lives now; its old path is only an alias for other branches."""
-    old = []
+    old, every = [], _modules(shims=True)
     for name, path in MODULES.items():
         is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                shims = SHIMS & set(_targets(name, node, is_pkg, _modules(shims=True)))
+                shims = SHIMS & set(_targets(name, node, is_pkg, every))
                 old += [f"{name}:{node.lineno}: {s}" for s in sorted(shims)]
     assert old == []
 
@@ -151,22 +158,45 @@ def test_each_shim_is_an_alias_of_its_new_module():
         assert len(code) == 1 and "sys.modules[__name__]" in code[0], old
 
 
+STORE = "ssrkit.store"
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
 def _file_names() -> dict[str, str]:
-    return {k: v for k, v in vars(artifact).items()
-            if k.isupper() and isinstance(v, str) and re.fullmatch(r"[a-z_]+(\.[a-z]+)?", v)}
+    """`module.CONST` -> the file or directory name it defines, for every such constant of `store/`: a str with
+    a dot (`eval.json`), or a directory the layout names (`artifact.OUTPUT_DIRS`)."""
+    out = {}
+    for mod, path in MODULES.items():
+        if not mod.startswith(STORE):
+            continue
+        for node in _tree(path).body:
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and node.targets[0].id.isupper() and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                value = node.value.value
+                if re.fullmatch(r"[a-z_.-]+\.[a-z]+", value) or value in artifact.OUTPUT_DIRS:
+                    out[f"{mod.removeprefix(STORE + '.')}.{node.targets[0].id}"] = value
+    return out
 
 
 def _spellings(path: Path, name: str):
-    """Lines of `path` that spell the file name `name` as a path: the literal itself (or `name/...`); for a
-    directory name without a dot (also a word of JSON keys), only where it is joined (`x / "logs"`) or skipped
-    (`skip=("logs",)`)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    """Lines of `path` that spell the file name `name` as a path: the literal itself, `name/...`, `.../name`
+    or `.../name/...`; for a directory name without a dot (also a word of JSON keys), only where it is joined
+    (`x / "logs"`) or skipped (`skip=("logs",)`). Docstrings and prose (a longer sentence) are not paths."""
+    tree = _tree(path)
+    docs = _docstrings(tree)
     is_name = lambda n: isinstance(n, ast.Constant) and n.value == name  # noqa: E731
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(name + "/"):
-            yield node.lineno
-        elif "." in name and is_name(node):
-            yield node.lineno
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            v = node.value
+            if (" " not in v and (v.startswith(name + "/") or v.endswith("/" + name) or f"/{name}/" in v)) \
+                    or ("." in name and v == name):
+                yield node.lineno
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and is_name(node.right):
             yield node.lineno
         elif isinstance(node, ast.keyword) and node.arg == "skip" and any(is_name(n) for n in ast.walk(node.value)):
@@ -174,19 +204,73 @@ def _spellings(path: Path, name: str):
 
 
 @pytest.mark.parametrize("const", sorted(_file_names()))
-def test_each_artifact_file_name_is_written_once(const):
-    """Every file of an artifact directory is named by its constant in artifact.py; nobody spells it again."""
+def test_each_file_name_is_written_once(const):
+    """Every file and directory of the on-disk layout is named by its constant in `store/`; nobody else spells
+    it again (#27 R1)."""
     name = _file_names()[const]
-    spelled = [f"{path.relative_to(SRC)}:{line}" for mod, path in MODULES.items() if mod != "ssrkit.store.artifact"
-               for line in _spellings(path, name)]
-    assert spelled == [], f"{name} is artifact.{const}; use the constant"
+    owner = f"{STORE}.{const.rpartition('.')[0]}"
+    spelled = sorted({f"{path.relative_to(SRC)}:{line}" for mod, path in MODULES.items() if mod != owner
+                      for line in _spellings(path, name)})
+    assert spelled == [], f"{name} is store.{const}; use the constant"
+
+
+#: the names of an attempt's files: joined to a path only in store/attempts.py (#27 R2)
+ATTEMPT_NAMES = {"ATTEMPTS", "EVAL", "FIX", "TEST_OUTPUT", "CANARY_OUTPUT", "TRAJECTORY"}
+#: paths into an attempt still made outside store/, each with how often: the list only shrinks (it is empty
+#: once #27's steps 2.3 and 2.6 are done)
+ATTEMPT_PATHS_LEFT = {
+    ("export.py", "f'{ATTEMPTS}/{attempt.name}/{TRAJECTORY}'"): 1,
+    ("solvers.py", "out / TRAJECTORY"): 1,
+    ("solvers.py", "out / FIX"): 1,
+    ("inject/llm.py", "out_dir / TRAJECTORY"): 1,
+    ("inject/llm.py", "d / TRAJECTORY"): 3,
+    ("train/rollouts.py", "artifact / TRAJECTORY"): 3,
+}
+
+
+def _attempt_paths() -> dict[tuple[str, str], int]:
+    """(file, expression) -> count of every path into an attempt made outside store/: an f-string naming
+    ATTEMPTS or `attempts/`, `x / NAME` or `x.joinpath(NAME)` for an attempt file's constant."""
+    found: dict[tuple[str, str], int] = {}
+
+    def named(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Name) and n.id in ATTEMPT_NAMES) or (isinstance(n, ast.Attribute)
+                                                                      and n.attr in ATTEMPT_NAMES)
+
+    for mod, path in MODULES.items():
+        if mod.startswith(STORE):
+            continue
+        for n in ast.walk(_tree(path)):
+            hit = False
+            if isinstance(n, ast.JoinedStr):
+                hit = any(isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name)
+                          and v.value.id == "ATTEMPTS" for v in n.values) \
+                    or any(isinstance(v, ast.Constant) and "attempts/" in str(v.value) for v in n.values)
+            elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+                hit = named(n.right)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "joinpath":
+                hit = any(named(a) for a in n.args)
+            if hit:
+                key = (str(path.relative_to(SRC)), ast.unparse(n))
+                found[key] = found.get(key, 0) + 1
+    return found
+
+
+def test_paths_into_an_attempt_are_made_in_the_store():
+    """`attempts/NNN/` is store/attempts.py's: others call it (begin_attempt, write_fix, write_graded,
+    read_fix, ...) instead of joining the names themselves (#27 R2)."""
+    found = _attempt_paths()
+    new = {k: v for k, v in found.items() if v > ATTEMPT_PATHS_LEFT.get(k, 0)}
+    assert new == {}, "make the path in ssrkit.store.attempts"
+    gone = {k: v for k, v in ATTEMPT_PATHS_LEFT.items() if found.get(k, 0) < v}
+    assert gone == {}, "fixed: take it off ATTEMPT_PATHS_LEFT"
 
 
 def test_no_function_is_too_long_to_read():
     """At most 120 lines a function; the GRPO loop may be one top-to-bottom function of at most 200."""
     long = []
     for mod, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 limit = 200 if (mod, node.name) == ("ssrkit.train.loop", "train") else 120
                 if node.end_lineno - node.lineno + 1 > limit:
@@ -214,7 +298,7 @@ def test_one_option_style():
     for mod, path in MODULES.items():
         if not mod.startswith("ssrkit.cli."):
             continue
-        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for fn in ast.walk(_tree(path)):
             if isinstance(fn, ast.FunctionDef):
                 for d in [*fn.args.defaults, *fn.args.kw_defaults]:
                     src = ast.unparse(d) if d is not None else ""
@@ -230,7 +314,7 @@ def test_every_import_of_ssrkit_resolves():
     broken = []
     for name, path in MODULES.items():
         is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("ssrkit")):
                 base = name.split(".") if is_pkg else name.split(".")[:-1]
                 if node.level:

@@ -50,9 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from . import __version__
 from . import patch as patches
-from .store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact, now_iso
+from .store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact
 from .store.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .sandbox.base import PRISTINE, Sandbox, fresh_history_command
@@ -671,23 +670,3 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
     result.parse_error = clip(result.parse_error) if result.parse_error else result.parse_error
     result.seconds = time.monotonic() - started
     return result
-
-
-def eval_record(grade_: Grade, *, solver: str, attempt: str, artifact: Artifact,
-                solver_info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The eval.json object of one attempt."""
-    record = {
-        "passed": grade_.passed,
-        "reason": grade_.reason,
-        "tests": grade_.tests,
-        "exit_code": grade_.exit_code,
-        "solver": solver,
-        "attempt": attempt,
-        "artifact": str(artifact.path),
-        "artifact_id": artifact.id,
-    }
-    record.update({k: v for k, v in grade_.to_dict().items() if k not in record})
-    record["solver_info"] = solver_info or {}
-    record["graded"] = now_iso()
-    record["ssrkit_version"] = __version__
-    return record

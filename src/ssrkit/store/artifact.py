@@ -58,6 +58,9 @@ EVAL = "eval.json"
 TEST_OUTPUT = "test_output.log"
 CANARY_OUTPUT = "canary_output.log"
 
+#: The directories later stages write into an artifact: a unit that only reads the artifact's own files ships
+#: without them.
+OUTPUT_DIRS = (LOGS, ATTEMPTS)
 #: The five files every artifact must have, in the order they are checked and hashed.
 CORE_FILES = (BUG_DIFF, WEAKEN_DIFF, TEST_SCRIPT, TEST_FILES, TEST_PARSER)
 #: The largest core file ssrkit reads (the diff limit of `patch.MAX_DIFF_BYTES`): a model writes them, and a

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .artifact import ATTEMPTS, EVAL, FIX, REWARD, TRAJECTORY, Artifact
+from .. import __version__
 from ..errors import SsrkitError
-from .fsutil import read_json
+from .artifact import ATTEMPTS, CANARY_OUTPUT, EVAL, FIX, REWARD, TEST_OUTPUT, TRAJECTORY, Artifact, now_iso
+from .fsutil import json_text, read_json, read_tree, write_tree
 
 if TYPE_CHECKING:
     from .config import Config
@@ -50,6 +51,97 @@ def attempt_dir(artifact: Artifact, name: str) -> Path:
 def is_complete(d: Path) -> bool:
     """eval.json is there (the attempt ended; whether its verdict still counts is `attempt_state`'s business)."""
     return (d / EVAL).is_file()
+
+
+def any_complete(artifact: Artifact) -> bool:
+    """Some attempt of `artifact` ended (has an eval.json)."""
+    return any(is_complete(d) for d in artifact.attempt_dirs())
+
+
+# -- writing an attempt (`ssrkit solve`: the fix first, eval.json last) ------------------------------
+
+def begin_attempt(artifact: Artifact, name: str) -> Path:
+    """An empty `attempts/NAME/`, whatever an earlier run left there; SsrkitError when `attempts/` or the
+    attempt directory is a symlink (`Artifact.output_path`)."""
+    artifact.remove(f"{ATTEMPTS}/{name}")
+    return artifact.make_dir(f"{ATTEMPTS}/{name}")
+
+
+def write_fix(artifact: Artifact, name: str, fix: str) -> Path:
+    return artifact.write_text(f"{ATTEMPTS}/{name}/{FIX}", fix)
+
+
+def has_fix(artifact: Artifact, name: str) -> bool:
+    return (attempt_dir(artifact, name) / FIX).is_file()
+
+
+def read_fix(artifact: Artifact, name: str, limit: int | None = None) -> str | None:
+    """The attempt's fix.diff as text (undecodable bytes replaced), None when there is none. With `limit`,
+    at most `limit` bytes are read: past a size limit the rest is never needed (the verdict is "too large")."""
+    try:
+        with open(attempt_dir(artifact, name) / FIX, "rb") as fh:
+            data = fh.read() if limit is None else fh.read(limit)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def has_trajectory(artifact: Artifact, name: str) -> bool:
+    """The attempt's solver saved a trajectory.json (an LLM solver)."""
+    return (attempt_dir(artifact, name) / TRAJECTORY).is_file()
+
+
+def eval_record(verdict: dict[str, Any], *, solver: str, attempt: str, artifact: Artifact,
+                solver_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The eval.json object of one attempt: who made the fix, then the verdict's fields (`Grade.to_dict()`),
+    then when and by which ssrkit (not bound to the files yet: `write_graded` adds that)."""
+    record = {
+        "passed": verdict["passed"],
+        "reason": verdict["reason"],
+        "tests": verdict["tests"],
+        "exit_code": verdict["exit_code"],
+        "solver": solver,
+        "attempt": attempt,
+        "artifact": str(artifact.path),
+        "artifact_id": artifact.id,
+    }
+    record.update({k: v for k, v in verdict.items() if k not in record})
+    record["solver_info"] = solver_info or {}
+    record["graded"] = now_iso()
+    record["ssrkit_version"] = __version__
+    return record
+
+
+def write_graded(artifact: Artifact, name: str, log: str, canary_log: str, record: dict[str, Any]) -> dict[str, Any]:
+    """A graded attempt's logs, then its eval.json bound to the files it judged (`attempt_binding`): the
+    record as written."""
+    artifact.write_text(f"{ATTEMPTS}/{name}/{TEST_OUTPUT}", log)
+    canary = f"{ATTEMPTS}/{name}/{CANARY_OUTPUT}"
+    if canary_log:
+        artifact.write_text(canary, canary_log)
+    else:
+        artifact.remove(canary)  # a regrade without a canary run: no stale log of an earlier one
+    record = {**record, **attempt_binding(artifact, name)}
+    artifact.write_json(f"{ATTEMPTS}/{name}/{EVAL}", record)
+    return record
+
+
+def attempt_files(artifact: Artifact, name: str) -> dict[str, bytes]:
+    """Every file of an attempt by relative path (what a unit made in a scratch copy sends back)."""
+    return read_tree(attempt_dir(artifact, name))
+
+
+def as_received(record: dict[str, Any], files: dict[str, bytes]) -> dict[str, bytes]:
+    """An attempt made elsewhere (a node's scratch copy), its record and files relabeled to the driver's paths,
+    as the driver writes it: `record` bound to the fix as it arrives, written as eval.json (updates `record`)."""
+    if FIX in files:
+        record["fix_sha256"] = hashlib.sha256(files[FIX]).hexdigest()
+    return {**files, EVAL: json_text(record).encode("utf-8")}
+
+
+def receive_attempt(artifact: Artifact, name: str, files: dict[str, bytes]) -> None:
+    """Write an attempt made elsewhere (`as_received`) over `attempts/NAME/`, eval.json last."""
+    write_tree(begin_attempt(artifact, name), files, last=(EVAL,))
 
 
 def file_digest(path: Path) -> str | None:

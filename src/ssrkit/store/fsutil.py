@@ -32,8 +32,13 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_text(obj: Any) -> str:
+    """How ssrkit writes a JSON file (`atomic_write_json`)."""
+    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json_text(obj))
 
 
 def read_json(path: Path) -> Any:
@@ -55,3 +60,19 @@ def own_dir(path: Path, what: str = "") -> Path:
         raise SsrkitError(f"{label} is not a directory; remove it")
     return path
 
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file under `root`, by relative path (what a portable unit sends back)."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def write_tree(root: Path, files: dict[str, bytes], *, last: tuple[str, ...] = ()) -> None:
+    """Write a unit's files under `root` atomically, the names in `last` after every other one (so their
+    presence means the rest is there: eval.json, validation.json, artifact.toml)."""
+    root = Path(root)
+    order = sorted(files, key=lambda rel: (rel in last, last.index(rel) if rel in last else 0, rel))
+    for rel in order:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(p, files[rel])

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
 from ssrkit.store.hf_checkpoint import adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
@@ -77,10 +78,10 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
         tokenizer.save_pretrained(out)
     if accelerator.is_main_process and not hasattr(unwrapped, "peft_config"):
         # save_pretrained records the dtype of the in-memory (training) weights; record the saved one
-        config = read_json(out / "config.json") or {}
+        config = read_json(out / HF_CONFIG) or {}
         name = str(dtype).replace("torch.", "")
         config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = name
-        write_json(out / "config.json", config)
+        write_json(out / HF_CONFIG, config)
     accelerator.wait_for_everyone()
 
 
