@@ -219,12 +219,7 @@ ATTEMPT_NAMES = {"ATTEMPTS", "EVAL", "FIX", "TEST_OUTPUT", "CANARY_OUTPUT", "TRA
 #: paths into an attempt still made outside store/, each with how often: the list only shrinks (it is empty
 #: once #27's steps 2.3 and 2.6 are done)
 ATTEMPT_PATHS_LEFT = {
-    ("export.py", "f'{ATTEMPTS}/{attempt.name}/{TRAJECTORY}'"): 1,
-    ("solvers.py", "out / TRAJECTORY"): 1,
     ("solvers.py", "out / FIX"): 1,
-    ("inject/llm.py", "out_dir / TRAJECTORY"): 1,
-    ("inject/llm.py", "d / TRAJECTORY"): 3,
-    ("train/rollouts.py", "artifact / TRAJECTORY"): 3,
 }
 
 

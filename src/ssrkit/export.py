@@ -42,7 +42,7 @@ from . import grade as grading
 from . import patch as patches
 from . import pathmatch, testrun
 from .solvers import task_from_weaken_diff
-from .store.artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
+from .store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
 from .store.fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
@@ -461,12 +461,13 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
 
 def sft_examples(artifact: Artifact) -> Iterator[dict[str, Any]]:
     """Chat transcripts of the artifact's successful solver attempts."""
+    from .store import trajectory as trajectories
     from .store.attempts import scored_attempts
 
     for attempt in scored_attempts(artifact):
         if not attempt.passed:
             continue
-        traj = artifact.read_json(f"{ATTEMPTS}/{attempt.name}/{TRAJECTORY}")
+        traj = trajectories.read_or_none(attempt.trajectory)  # none, or not an ssrkit.trajectory/1 file: skipped
         if not traj or not traj.get("messages"):
             continue
         yield {

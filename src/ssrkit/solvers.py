@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .store.artifact import BUG_DIFF, FIX, TRAJECTORY, Artifact
+from .store.artifact import BUG_DIFF, FIX, Artifact
 from .errors import SsrkitError
+from .store import trajectory as trajectories
 from .store.fsutil import atomic_write_text
 from .sandbox.base import Sandbox
 
@@ -185,7 +186,7 @@ def run_llm_solver(sandbox: Sandbox, client: "ModelClient", task_text: str, out_
     system = solver_system(command_timeout=config.command_timeout, max_turns=config.max_turns)
     out = Path(out_dir) if out_dir is not None else None
     traj = Trajectory("solver", model=client.describe(), limits=config.to_dict(),
-                      path=out / TRAJECTORY if out else None, info=info)
+                      path=trajectories.path_in(out) if out else None, info=info)
     Agent(client, sandbox, config).run(traj, system, task_text)
     fix = sandbox.diff()
     traj.set_submission({**(traj.data["submission"] or {}), "fix_diff_bytes": len(fix.encode())})

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..errors import SsrkitError
-from .artifact import ATTEMPTS, CANARY_OUTPUT, EVAL, FIX, REWARD, TEST_OUTPUT, TRAJECTORY, Artifact, now_iso
+from .artifact import ATTEMPTS, CANARY_OUTPUT, EVAL, FIX, REWARD, TEST_OUTPUT, Artifact, now_iso
 from .fsutil import json_text, read_json, read_tree, write_tree
+from .trajectory import path_in
 
 if TYPE_CHECKING:
     from .config import Config
@@ -88,7 +89,7 @@ def read_fix(artifact: Artifact, name: str, limit: int | None = None) -> str | N
 
 def has_trajectory(artifact: Artifact, name: str) -> bool:
     """The attempt's solver saved a trajectory.json (an LLM solver)."""
-    return (attempt_dir(artifact, name) / TRAJECTORY).is_file()
+    return path_in(attempt_dir(artifact, name)).is_file()
 
 
 def eval_record(verdict: dict[str, Any], *, solver: str, attempt: str, artifact: Artifact,
@@ -336,7 +337,7 @@ class ScoredAttempt:
 
     @property
     def trajectory(self) -> Path:
-        return self.path / TRAJECTORY
+        return path_in(self.path)
 
 
 def _finished_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import torch
 
+from ssrkit.store import trajectory as trajectories
 from ssrkit.store.artifact import TRAJECTORY
 from ssrkit.train.batching import collate
 from ssrkit.train.examples import Example, build_examples
@@ -66,18 +67,14 @@ def _trainer_logprobs(model: Any, example: Example, pad_id: int) -> torch.Tensor
 
 
 def find_trajectories(paths: Iterable[str | Path]) -> list[_Trajectory]:
-    """Every trajectory.json at or below `paths`, with its role."""
-    import json
-
+    """Every trajectory.json at or below `paths`, with its role (a file that is not a trajectory is left out)."""
     found = []
     for raw in paths:
         path = Path(raw)
         for t in sorted([path] if path.is_file() else path.rglob(TRAJECTORY)):
-            try:
-                role = json.loads(t.read_text()).get("role", "solver")
-            except (OSError, ValueError):
-                continue
-            found.append(_Trajectory(t, role))
+            role = trajectories.role(t)
+            if role is not None:
+                found.append(_Trajectory(t, role))
     return found
 
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ssrkit.store.trajectory import DROP_STATUSES, LIMIT_STATUSES
 from ssrkit.train.errors import TrainError
 
 if TYPE_CHECKING:
     from ssrkit.store.config import Config
 
 ROLES = ("solver", "injector")
-LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
 
 
 @dataclass
@@ -37,7 +37,7 @@ class TrainConfig:
     singleton: str = "baseline"  # a group of one: "baseline" (per-role moving baseline) or "drop"
     baseline_momentum: float = 0.9  # EMA weight of the old per-role baseline across rounds
     mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # exit statuses whose tokens get no loss
-    drop_statuses: list[str] = field(default_factory=lambda: ["error", "running"])  # exit statuses left out of group means too
+    drop_statuses: list[str] = field(default_factory=lambda: list(DROP_STATUSES))  # exit statuses left out of group means too
 
     # loss
     epsilon_low: float = 0.2  # lower clip range of the PPO ratio

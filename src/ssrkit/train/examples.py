@@ -18,13 +18,15 @@ they are dropped (NaN) with the reason, and the loop takes the old policy from t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+
+from ssrkit.store.trajectory import TrajectoryError
+from ssrkit.store.trajectory import read as read_trajectory
 
 log = logging.getLogger("ssrkit.train")
 NAN = float("nan")
@@ -222,10 +224,10 @@ def build_examples(
     examples: list[Example] = []
     for rollout, advantage in items:
         path = Path(rollout.trajectory)
-        trajectory = json.loads(path.read_text())
         try:
+            trajectory = read_trajectory(path)  # a file changed since the scan counted it is skipped, not fatal
             rows, how = trajectory_rows(trajectory, tokenizer)
-        except ValueError as exc:
+        except (TrajectoryError, ValueError) as exc:
             log.warning("skipping %s: %s", path, exc)
             continue
         log.debug("%s: %s token ids, %d row(s)", path, how, len(rows))

@@ -10,20 +10,22 @@ are loaded later, one trajectory at a time (`examples.py`).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from ssrkit.store.artifact import METADATA, REWARD, TRAJECTORY, Artifact
+from ssrkit.store import trajectory as trajectories
+from ssrkit.store.artifact import METADATA, REWARD, Artifact
 from ssrkit.store.artifact import find_artifacts as find
 from ssrkit.store.attempts import STALE, current_reward, scored_attempts
 from ssrkit.errors import SsrkitError
 from ssrkit.train.errors import NothingToTrain, TrainError
 
 log = logging.getLogger("ssrkit.train")
+#: a trajectory.json that cannot be read or is not an ssrkit.trajectory/1 file: never trained on
+UNREADABLE = f"unreadable trajectory.json (or not an {trajectories.FORMAT} file)"
 
 @dataclass
 class Rollout:
@@ -61,13 +63,6 @@ def find_artifacts(paths: Iterable[Path]) -> list[Path]:
     return sorted(found)
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
 def snapshot_key(artifact: Artifact) -> str:
     """The injector's group: the repository snapshot the injection started from (artifact.toml's repository and
     base commit; an artifact without readable metadata is a group of its own)."""
@@ -81,14 +76,6 @@ def snapshot_key(artifact: Artifact) -> str:
     return f"{source}@{meta.base_commit or ''}"
 
 
-def _exit_status(trajectory: Path) -> str | None:
-    """The trajectory's exit status, read without keeping the (possibly large) file around."""
-    data = _read_json(trajectory)
-    if not isinstance(data, dict):
-        return None
-    return str(data.get("exit_status") or "unknown")
-
-
 def scan_artifact(
     artifact: Path, roles: Iterable[str] = ("solver", "injector"), scan: RolloutScan | None = None
 ) -> RolloutScan:
@@ -98,10 +85,11 @@ def scan_artifact(
     art = Artifact(artifact)
     reward = current_reward(art)
 
-    if "injector" in roles and (artifact / TRAJECTORY).is_file():
-        status = _exit_status(artifact / TRAJECTORY)
+    injection = trajectories.path_in(artifact)
+    if "injector" in roles and injection.is_file():
+        status = trajectories.exit_status(injection)  # read without keeping the (possibly large) file around
         if status is None:
-            scan.skipped["unreadable trajectory.json"] += 1
+            scan.skipped[UNREADABLE] += 1
         elif reward is None and (artifact / REWARD).is_file():
             scan.skipped["injector trajectory whose reward.json is stale (rerun ssrkit reward)"] += 1
         elif reward is None or not isinstance(reward.get("injector_reward"), (int, float)):
@@ -110,7 +98,7 @@ def scan_artifact(
             scan.rollouts.append(
                 Rollout(
                     "injector",
-                    artifact / TRAJECTORY,
+                    injection,
                     artifact,
                     "injector:" + snapshot_key(art),
                     float(reward["injector_reward"]),
@@ -131,9 +119,9 @@ def scan_artifact(
                 scan.skipped["attempt whose eval.json judged other files: no reward" if attempt.source == STALE
                              else "unfinished attempt (no eval.json): no reward"] += 1
                 continue
-            status = _exit_status(attempt.trajectory)
+            status = trajectories.exit_status(attempt.trajectory)
             if status is None:
-                scan.skipped["unreadable trajectory.json"] += 1
+                scan.skipped[UNREADABLE] += 1
                 continue
             scan.rollouts.append(
                 Rollout("solver", attempt.trajectory, artifact, f"solver:{artifact_id}", attempt.reward, status)
