@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -24,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
-from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
-                       ALIASES, Artifact, now_iso)
+from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+                             ALIASES, Artifact, log_path, now_iso, parser_stderr_path)
+from .store.cache import original_runs_dir
 from .store.config import DEFAULT_TEST_PATTERNS, Config
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
@@ -145,9 +145,8 @@ def is_test_like(path: str, patterns: list[str]) -> bool:
 # -- the original-run cache ------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    base = os.environ.get("SSRKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ssrkit")
-    return Path(base) / "original-runs"
+    """Where original-code runs are cached (`store.cache`)."""
+    return original_runs_dir()
 
 
 class OriginalRunCache:
@@ -427,14 +426,14 @@ def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
     if run.timed_out:
         return FAIL, (f"{TEST_SCRIPT} did not finish within {ctx.settings.timeout:g}s on the original code; "
                       f"select fewer tests or raise --timeout, or find what hangs in the log's last lines "
-                      f"({ctx.artifact.path / LOGS / 'original.log'})")
+                      f"({ctx.artifact.path / log_path('original')})")
     if run.parse_error:
-        kept = f"; its stderr: {ctx.artifact.path / _stderr_log_name('original')}" if run.parser_stderr else ""
+        kept = f"; its stderr: {ctx.artifact.path / parser_stderr_path('original')}" if run.parser_stderr else ""
         return FAIL, f"on the original run's log: {run.parse_error}{kept}"
     if not run.statuses:
         return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}): "
                       f"{why_no_tests(run.log, run.exit_code, ctx.texts[TEST_SCRIPT])} — see "
-                      f"{ctx.artifact.path / _log_name('original')}")
+                      f"{ctx.artifact.path / log_path('original')}")
     again = run.reparsed
     if again is None and "original" in ctx.known:  # a run handed over: parsed once only
         again, _error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log)
@@ -493,7 +492,7 @@ def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
                       f"{ctx.settings.min_failing_tests} required — the selected tests do not notice it{timeout_note}")
     if not ctx.pass_to_pass:
         msg = (f"total_break: the bug makes every one of the {n} selected tests fail{timeout_note}; usually a "
-               f"syntax or import error rather than a bug (see {ctx.artifact.path / LOGS / 'bug.log'})")
+               f"syntax or import error rather than a bug (see {ctx.artifact.path / log_path('bug')})")
         ctx.warnings.append("total_break")
         return (FAIL if ctx.settings.total_break == "error" else WARN), msg
     return PASS, f"{n} test(s) fail with the bug (FAIL_TO_PASS), {len(ctx.pass_to_pass)} still pass{timeout_note}"
@@ -645,25 +644,15 @@ def _run_checks(ctx: _Context) -> None:
         results[name] = Check(name, status, clip(message), time.monotonic() - t0)
 
 
-def _log_name(run_name: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_name.replace("+", "-"))
-    return f"{LOGS}/{safe}.log"
-
-
-def _stderr_log_name(run_name: str) -> str:
-    """Where the stderr of a run's failed parse is kept, next to the run's log."""
-    return _log_name(run_name).removesuffix(".log") + ".parser-stderr.log"
-
-
 def _logs(runs: dict[str, TestRun]) -> dict[str, str]:
     """The raw logs of the runs, and the parser's stderr of those whose parse failed."""
-    out = {_log_name(name): run.log for name, run in runs.items()}
-    out.update({_stderr_log_name(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
+    out = {log_path(name): run.log for name, run in runs.items()}
+    out.update({parser_stderr_path(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
     return out
 
 
 def _run_entry(name: str, run: TestRun) -> dict[str, Any]:
-    return run.summary() | {"log": _log_name(name)}
+    return run.summary() | {"log": log_path(name)}
 
 
 def write_report(artifact: Artifact, report: Report) -> None:

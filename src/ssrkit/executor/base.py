@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..errors import SsrkitError
+from ..store.cache import node_repos_dir
 from ..store.fsutil import read_tree, write_tree  # noqa: F401 - the executor hands them to its units
 from ..store.source import RepoSource
 
@@ -280,10 +281,8 @@ def pack_tree(path: str | Path) -> tuple[bytes, str]:
 
 
 def node_cache() -> Path:
-    """Where a node keeps unpacked repositories (`$SSRKIT_CACHE/repos`, else ~/.cache/ssrkit/repos)."""
-    base = os.environ.get("SSRKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ssrkit")
-    return Path(base) / "repos"
+    """Where a node keeps unpacked repositories (`store.cache`: `$SSRKIT_CACHE/repos`, else ~/.cache/ssrkit/repos)."""
+    return node_repos_dir()
 
 
 _unpack_lock = threading.Lock()

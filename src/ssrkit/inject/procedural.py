@@ -36,6 +36,7 @@ from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..store.fsutil import atomic_write_json, own_dir
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
+from ..store.runs import INJECT_CONFIG
 from ..store.source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
@@ -542,7 +543,7 @@ def inject(
         artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries,
                                        executor=executor)
         try:
-            session.config.write(session.out / "inject-config.toml")
+            session.config.write(session.out / INJECT_CONFIG)
         except OSError:
             pass
         assert session.profile is not None and session.testmap is not None

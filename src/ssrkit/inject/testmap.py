@@ -28,7 +28,8 @@ from ..errors import SsrkitError
 from ..store.fsutil import atomic_write_json, read_json
 from ..sandbox.base import Sandbox
 from ..testrun import PASSED
-from ..validate import cache_dir, is_test_like
+from ..store.cache import testmaps_dir
+from ..validate import is_test_like
 
 _HELPERS = ("sitecustomize.py", "ssrkit_cov.py", "ssrkit_cov_pytest.py", "dump.py")
 _OMIT = ["*/.venv/*", "*/venv/*", "*/site-packages/*", "*/.tox/*", "*/node_modules/*"]
@@ -217,7 +218,7 @@ def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float
     `test_limit`: seconds one test may run under coverage before it is cut (0: no limit)."""
     key = hashlib.sha256(f"{fingerprint}\0{environment}\0{command}\0{python}\0{helpers_version()}\0{__version__}"
                          f"\0{test_limit:g}".encode()).hexdigest()[:32]
-    path = cache_dir().parent / "testmaps" / f"{key}.json"
+    path = testmaps_dir() / f"{key}.json"
     if cache and path.is_file():
         try:
             return TestMap.from_json(read_json(path))

@@ -11,7 +11,8 @@ Every file name of the directory is defined here, once; every stage reads and wr
       artifact.toml        METADATA       id, repository, base commit, strategy, order         inject
       trajectory.json      TRAJECTORY     the LLM injector's turns (LLM injections only)       inject
       validation.json      VALIDATION     checks, FAIL_TO_PASS / PASS_TO_PASS, validity        validate
-      logs/                LOGS           one log per validation test run                      validate
+      logs/                LOGS           one log per validation test run (`log_path`), and     validate
+                                          the parser's stderr where a parse failed
       attempts/NNN/        ATTEMPTS       one solver attempt each (layout owned by attempts.py) solve
         fix.diff           FIX            the attempt's patch
         trajectory.json    TRAJECTORY     the LLM solver's turns
@@ -73,6 +74,21 @@ ALIASES = {
     WEAKEN_DIFF: ("test_patch.diff",),
     TEST_PARSER: ("parse_test_output.py",),
 }
+
+
+#: next to a run's log: the stderr of the parse of that log, when the parse failed
+PARSER_STDERR_SUFFIX = ".parser-stderr.log"
+
+
+def log_path(run_name: str) -> str:
+    """The log of the validation run `run_name` ("original", "bug", "bug+weaken", ...), relative to the artifact."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_name.replace("+", "-"))
+    return f"{LOGS}/{safe}.log"
+
+
+def parser_stderr_path(run_name: str) -> str:
+    """Where the stderr of a run's failed parse is kept, next to the run's log."""
+    return log_path(run_name).removesuffix(".log") + PARSER_STDERR_SUFFIX
 
 
 def check_name(value: str, what: str = "id") -> str:
