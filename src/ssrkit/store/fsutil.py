@@ -32,13 +32,14 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def json_text(obj: Any) -> str:
-    """How ssrkit writes a JSON file (`atomic_write_json`)."""
-    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+def json_text(obj: Any, *, sort_keys: bool = False) -> str:
+    """How ssrkit writes a JSON file (`atomic_write_json`): the keys in their order, unless `sort_keys`
+    (a trainer's files, compared across runs)."""
+    return json.dumps(obj, indent=2, sort_keys=sort_keys, ensure_ascii=False) + "\n"
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json_text(obj))
+def atomic_write_json(path: Path, obj: Any, *, sort_keys: bool = False) -> None:
+    atomic_write_text(path, json_text(obj, sort_keys=sort_keys))
 
 
 def read_json(path: Path) -> Any:

@@ -13,7 +13,6 @@ OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,20 +20,22 @@ from typing import Any
 import torch
 
 from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
+from ssrkit.store.fsutil import atomic_write_json
 from ssrkit.store.hf_checkpoint import adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
 TRAINER_STATE_FILE = "trainer_state.json"
+CONFIG_FILE = "train_config.toml"
+METRICS_FILE = "metrics.jsonl"
+DATA_SUMMARY_FILE = "data_summary.json"
 STATE_DIR = "state"
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomic JSON write (temporary sibling, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Atomic JSON write, keys sorted (`store.fsutil`)."""
+    atomic_write_json(path, data, sort_keys=True)
 
 
 def read_json(path: Path) -> Any:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ssrkit.store.fsutil import atomic_write_text
 from ssrkit.store.trajectory import DROP_STATUSES, LIMIT_STATUSES
 from ssrkit.train.errors import TrainError
 
@@ -243,7 +244,4 @@ def config_to_toml(cfg: TrainConfig, section: str = "train") -> str:
 
 def write_config(cfg: TrainConfig, path: Path) -> None:
     """Write the resolved configuration (atomically) so the run can be replayed with `--config`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(config_to_toml(cfg))
-    tmp.replace(path)
+    atomic_write_text(Path(path), config_to_toml(cfg))

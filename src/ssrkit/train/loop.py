@@ -371,7 +371,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     accelerator.wait_for_everyone()  # every process has read the state before anyone writes to out/
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-        write_config(cfg, out / "train_config.toml")
+        write_config(cfg, out / ckpt.CONFIG_FILE)
     set_seed(cfg.seed)
 
     # -- 2. data: rollouts -> advantages -> rows ---------------------------------------------------------------
@@ -383,7 +383,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     baselines_before = prior["baselines_before"] if resuming else ckpt.read_baselines(cfg.model)
     examples, baselines_after, data_summary = load_examples(cfg, artifacts, tokenizer, baselines_before)
     if accelerator.is_main_process:
-        ckpt.write_json(out / "data_summary.json", data_summary)
+        ckpt.write_json(out / ckpt.DATA_SUMMARY_FILE, data_summary)
 
     # -- 3. model, reference, optimizer ------------------------------------------------------------------------
     model, ref_model, optimizer, trim = load_models(cfg, accelerator, on_gpu)
@@ -434,7 +434,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
             "mixed_precision": str(accelerator.mixed_precision),
         }
 
-    metrics = MetricsWriter(out / "metrics.jsonl", enabled=accelerator.is_main_process)
+    metrics = MetricsWriter(out / ckpt.METRICS_FILE, enabled=accelerator.is_main_process)
     total = {"tokens": 0.0, "seconds": 0.0}
 
     # -- 5. optimizer steps ------------------------------------------------------------------------------------
