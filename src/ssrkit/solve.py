@@ -173,6 +173,9 @@ class Engine:
                                timeout=self.options.grade.timeout)
             out = solver.solve(ctx)
             fix = out.fix_diff if out.fix_diff is not None else solver_diff(sb)
+        if out.trajectory is not None:  # the agent's record says how large the fix it is graded by is
+            out.trajectory.set_submission({**(out.trajectory.data["submission"] or {}),
+                                           "fix_diff_bytes": len(fix.encode())})
         info = {**solver.describe(), **out.info, "seconds": round(time.monotonic() - started, 3)}
         if has_trajectory(artifact, name):
             info["trajectory"] = TRAJECTORY
