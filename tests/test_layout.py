@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ STANDALONE = ("templates", "_cov")
 #: old import paths of moved modules (#27), one-line aliases of the new ones kept for branches still in flight;
 #: no rule applies to them and no module of src/ imports one (removed at #27's step 7.2)
 SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
-         "ssrkit.hf_checkpoint"}
+         "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -128,10 +129,10 @@ def test_the_core_never_imports_the_cli():
 def test_train_depends_only_on_the_artifact_layer():
     """`ssrkit.train` reads artifact directories through `store/` and nothing else of ssrkit's core, so a
     training cluster needs no sandbox, Docker or model client code."""
-    allowed = {"ssrkit.errors", "ssrkit.reward", "ssrkit"}
+    allowed = {"ssrkit.errors", "ssrkit"}
     graph = import_graph(lazy=True)
     used = {d for m, deps in graph.items() if m.startswith("ssrkit.train") and m not in ENTRY_POINTS
-            for d in deps if not d.startswith(("ssrkit.train", "ssrkit.store"))}
+            for d in deps if not d.startswith(("ssrkit.train", "ssrkit.store", "ssrkit.verdict"))}
     assert used <= allowed, sorted(used - allowed)
 
 
@@ -285,13 +286,13 @@ def test_no_function_is_too_long_to_read():
 
 
 def test_the_spec_boundaries_hold():
-    """SPEC §12: the sandbox knows nothing of artifacts; reward.py does no I/O; only agents/ talks to a model
+    """SPEC §12: the sandbox knows nothing of artifacts; the rewards do no I/O; only agents/ talks to a model
     (others hold a client it built, but never import the HTTP client)."""
     graph = import_graph(lazy=True)
     sandbox_deps = {d for m, deps in graph.items() if m.startswith("ssrkit.sandbox") for d in deps}
     assert not sandbox_deps & {"ssrkit.store.artifact", "ssrkit.store.attempts", "ssrkit.validate", "ssrkit.grade"}
-    assert graph["ssrkit.reward"] <= {"ssrkit.errors"}
-    reward_src = (SRC / "reward.py").read_text(encoding="utf-8")
+    assert graph["ssrkit.verdict.rewards"] == set()
+    reward_src = (SRC / "verdict" / "rewards.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(import|from)\s+(os|pathlib|json|subprocess|io|shutil)\b", reward_src, re.M)
     http = [m for m, p in MODULES.items() if not m.startswith("ssrkit.agents")
             and re.search(r"^\s*(import|from)\s+(httpx|openai|requests|urllib\.request)\b", p.read_text(), re.M)]
@@ -331,3 +332,31 @@ def test_every_import_of_ssrkit_resolves():
                 if target not in MODULES:
                     broken.append(f"{name}:{node.lineno}: {target}")
     assert broken == []
+
+
+VERDICT = "ssrkit.verdict"
+
+
+def test_the_verdict_imports_only_the_standard_library():
+    """verdict/ is shipped whole inside exported tasks, where only the standard library and the package itself
+    (as `ssrkit_verdict`) can be imported: a module of it imports stdlib modules and, relatively, its siblings,
+    and never imports by a computed name (#27 R3)."""
+    bad = []
+    for mod, path in MODULES.items():
+        if not (mod == VERDICT or mod.startswith(VERDICT + ".")):
+            continue
+        for n in ast.walk(_tree(path)):
+            where = f"{path.relative_to(SRC)}:{getattr(n, 'lineno', 0)}"
+            if isinstance(n, ast.Import):
+                bad += [f"{where}: import {a.name}" for a in n.names
+                        if a.name.split(".")[0] not in sys.stdlib_module_names]
+            elif isinstance(n, ast.ImportFrom) and n.level == 0:
+                top = (n.module or "").split(".")[0]
+                if top != "__future__" and top not in sys.stdlib_module_names:
+                    bad.append(f"{where}: from {n.module}")
+            elif isinstance(n, ast.ImportFrom) and (n.level != 1 or path.name == "__init__.py" and n.level > 1):
+                bad.append(f"{where}: from {'.' * n.level}{n.module or ''} (only its siblings, as `from .x import`)")
+            elif isinstance(n, ast.Call) and ast.unparse(n.func) in ("__import__", "importlib.import_module", "exec",
+                                                                      "eval", "import_module"):
+                bad.append(f"{where}: {ast.unparse(n.func)}(...)")
+    assert bad == []

@@ -38,9 +38,9 @@ from typing import Any, Iterable, Iterator
 
 import tomli_w
 
-from . import grade as grading
 from . import patch as patches
-from . import pathmatch, testrun
+from .verdict import canary, judge, patterns, statuses
+from .verdict.output import OutputCapture
 from .solvers import task_from_weaken_diff
 from .store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
@@ -48,7 +48,6 @@ from .store.fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
-from .sandbox.base import OutputCapture
 from .solve import JUNK
 from .store.source import RepoSource
 
@@ -226,25 +225,25 @@ def _join_diffs(*diffs: str) -> str:
 # -- the in-container grader ----------------------------------------------------------------------
 
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
-_GRADER_PARTS = (OutputCapture, testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
-                 grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
-                 grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
-                 grading._failing_assertion, grading._start, grading._selecting_words, grading._edited,
-                 grading._parses, grading.make_canary)
+_GRADER_PARTS = (OutputCapture, statuses.ParseError, statuses.TestRun, statuses.parse_statuses, patterns.matches,
+                 judge.Expectations, judge._short, judge.judge, patterns.shadowed_module,
+                 canary.canary_target, canary._id_pattern, canary.Canary, canary._test_defs,
+                 canary._failing_assertion, canary._start, canary._selecting_words, canary._edited,
+                 canary._parses, canary.make_canary)
 
 
 def grader_script(data: dict[str, Any]) -> str:
     """`grade.py`: a standard-library script that grades in the task's container (see templates/export_grader.py)."""
     template = resources.files("ssrkit.templates").joinpath("export_grader.py").read_text(encoding="utf-8")
     constants = "\n".join([
-        f"PASSED, FAILED, SKIPPED, ERROR, XPASSED = {testrun.PASSED!r}, {testrun.FAILED!r}, "
-        f"{testrun.SKIPPED!r}, {testrun.ERROR!r}, {testrun.XPASSED!r}",
-        f"STATUSES = {testrun.STATUSES!r}",
-        f"SHADOW_NAMES = frozenset({sorted(grading.SHADOW_NAMES)!r})",
-        f"IMPORT_ROOTS = {grading.IMPORT_ROOTS!r}",
-        f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
-        f"_WORD = re.compile({grading._WORD.pattern!r})",
-        f"_FILLER = {grading._FILLER!r}",
+        f"PASSED, FAILED, SKIPPED, ERROR, XPASSED = {statuses.PASSED!r}, {statuses.FAILED!r}, "
+        f"{statuses.SKIPPED!r}, {statuses.ERROR!r}, {statuses.XPASSED!r}",
+        f"STATUSES = {statuses.STATUSES!r}",
+        f"SHADOW_NAMES = frozenset({sorted(patterns.SHADOW_NAMES)!r})",
+        f"IMPORT_ROOTS = {patterns.IMPORT_ROOTS!r}",
+        f"_TEST_MODULE = re.compile({canary._TEST_MODULE.pattern!r})",
+        f"_WORD = re.compile({canary._WORD.pattern!r})",
+        f"_FILLER = {canary._FILLER!r}",
         f"TASK_CONTAINER_ENV = {TASK_CONTAINER_ENV!r}",
         f"OUTPUT_BYTES = {_LIMITS.output_bytes!r}",
         f"GIT_SAFETY = {GIT_SAFETY!r}",

@@ -30,7 +30,7 @@ from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
 from .store.fsutil import own_dir
 from .grade import GradeSettings
-from .pathmatch import matches
+from .verdict.patterns import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
 from .store.attempts import any_complete, completed_attempts, read_eval, read_fix
 from .store.source import RepoSource

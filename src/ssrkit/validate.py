@@ -26,13 +26,13 @@ from . import patch as patches
 from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
                              ALIASES, Artifact, log_path, now_iso, parser_stderr_path)
 from .store.cache import original_runs_dir
-from .store.config import DEFAULT_TEST_PATTERNS, Config
+from .store.config import Config
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
 from .store.fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sandbox
 from .store.source import RepoSource
-from .pathmatch import matches
+from .verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
 from .runslots import Ahead, RunSlots
 from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests
 from .text import clip
@@ -136,10 +136,6 @@ class Report:
 
 
 # -- test-like files -------------------------------------------------------------------------------
-
-def is_test_like(path: str, patterns: list[str]) -> bool:
-    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
-    return matches(path, patterns)
 
 
 # -- the original-run cache ------------------------------------------------------------------------

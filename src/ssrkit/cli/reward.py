@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..store.artifact import find_artifacts
-from ..reward import DEFAULT_ALPHA
+from ..verdict.rewards import DEFAULT_ALPHA
 from ..store.attempts import artifact_reward, reward_alpha, write_reward
 from .common import safe, ConfigOpt, JsonOpt, config_for, console, print_json
 

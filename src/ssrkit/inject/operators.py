@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .source_text import Edit, SourceText, apply_edits, node_first_line
-from .. import pyast
+from ..verdict import pyast
 
 EXPRESSION = "expression"
 REMOVAL = "removal"

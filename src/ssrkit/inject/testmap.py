@@ -29,7 +29,7 @@ from ..store.fsutil import atomic_write_json, read_json
 from ..sandbox.base import Sandbox
 from ..testrun import PASSED
 from ..store.cache import testmaps_dir
-from ..validate import is_test_like
+from ..verdict.patterns import is_test_like
 
 _HELPERS = ("sitecustomize.py", "ssrkit_cov.py", "ssrkit_cov_pytest.py", "dump.py")
 _OMIT = ["*/.venv/*", "*/venv/*", "*/site-packages/*", "*/.tox/*", "*/node_modules/*"]

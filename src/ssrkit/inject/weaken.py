@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from .runner import TestLocation
 from .source_text import Edit, SourceText, apply_edits, node_first_line
-from .. import pyast
+from ..verdict import pyast
 
 
 class WeakenError(ValueError):

@@ -252,7 +252,7 @@ def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
 
 def reward_alpha(cfg: "Config", alpha: float | None = None) -> float:
     """α of the injector reward: the flag, else `[reward] alpha`, else `reward.DEFAULT_ALPHA`; checked."""
-    from ..reward import DEFAULT_ALPHA, check_alpha
+    from ..verdict.rewards import DEFAULT_ALPHA, check_alpha
 
     try:
         return check_alpha(alpha if alpha is not None else cfg.get("reward", "alpha", DEFAULT_ALPHA))
@@ -262,7 +262,7 @@ def reward_alpha(cfg: "Config", alpha: float | None = None) -> float:
 
 def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
     """The reward.json object from validation.json and the finished attempts (not written)."""
-    from ..reward import reward_record
+    from ..verdict.rewards import reward_record
 
     data = artifact.current_validation()
     valid = bool(data.get("valid"))

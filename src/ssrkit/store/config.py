@@ -24,19 +24,9 @@ from typing import Any
 import tomli_w
 
 from ..errors import SsrkitError
+from ..verdict.patterns import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS
 from .fsutil import atomic_write_text
 
-DEFAULT_TEST_PATTERNS = ["tests/", "test/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
-#: Files restored to their original content (or deleted when a fix adds them) before a fix is graded: the files
-#: that steer the test runner, the interpreter's start-up hooks, and modules that would shadow the runner itself.
-#: A pattern with a slash at the end names a directory anywhere (globs allowed); one without, a file name anywhere.
-DEFAULT_PROTECTED = [
-    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
-    "pyproject.toml", "noxfile.py",
-    "sitecustomize.py", "usercustomize.py", "*.pth",
-    "pytest.py", "pytest/", "_pytest/", "py.py", "pluggy/", "unittest.py", "unittest/",
-    "*.egg-info/", "*.dist-info/", "*.egg-link", "__pycache__/", "*.pyc", "*.so", "*.pyd",
-]
 
 #: The sections of ssrkit.toml and who reads each. A section holds no defaults here: each setting's default is
 #: the field of the settings class that reads it (`X.from_config(cfg, **flags)`), so it is written once.

@@ -316,7 +316,7 @@ def _as_bytes(text):
 def check_canary(repo, fix, expect, graded):
     """grade.check_canary in the container: (forged?, details)."""
     data = repo.data
-    target = canary_target(types.SimpleNamespace(test_files=data["test_files"]), expect)
+    target = canary_target(data["test_files"], expect)
     _restored, _deleted, originals = repo.prepare(fix)
     if target is None or originals.get(target) is None:
         return False, {"status": "not_run", "note": "no listed test module to put a canary into"}

@@ -1,0 +1,80 @@
+"""Path patterns: which files are test-like (`[validate] test_patterns`), which are protected when a fix is
+graded (`[solve] protected`), and which would shadow a module the tests import (a new `argparse.py` at an import
+root runs before any test).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from pathlib import PurePosixPath
+
+DEFAULT_TEST_PATTERNS = ["tests/", "test/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
+
+
+#: Files restored to their original content (or deleted when a fix adds them) before a fix is graded: the files
+#: that steer the test runner, the interpreter's start-up hooks, and modules that would shadow the runner itself.
+#: A pattern with a slash at the end names a directory anywhere (globs allowed); one without, a file name anywhere.
+DEFAULT_PROTECTED = [
+    "conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+    "pyproject.toml", "noxfile.py",
+    "sitecustomize.py", "usercustomize.py", "*.pth",
+    "pytest.py", "pytest/", "_pytest/", "py.py", "pluggy/", "unittest.py", "unittest/",
+    "*.egg-info/", "*.dist-info/", "*.egg-link", "__pycache__/", "*.pyc", "*.so", "*.pyd",
+]
+
+
+def matches(path: str, patterns: list[str]) -> bool:
+    """True when `path` matches a pattern: `dir/` (glob) names a directory anywhere on the path; a pattern
+    with an inner slash matches the whole path; any other pattern matches the file name anywhere."""
+    p = PurePosixPath(path)
+    for pat in patterns:
+        if pat.endswith("/"):
+            name = pat.rstrip("/")
+            if "/" in name:
+                if fnmatch.fnmatchcase(path, name + "/*"):
+                    return True
+            elif any(fnmatch.fnmatchcase(part, name) for part in p.parts[:-1]):
+                return True
+        elif "/" in pat:
+            if fnmatch.fnmatchcase(path, pat):
+                return True
+        elif fnmatch.fnmatchcase(p.name, pat):
+            return True
+    return False
+
+
+def is_test_like(path: str, patterns: list[str]) -> bool:
+    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
+    return matches(path, patterns)
+
+
+#: Top-level names a fix may not add at an import root: the standard library and the runner's own packages.
+RUNNER_MODULES = frozenset({
+    "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "colorama",
+    "pygments", "xdist", "pytest_timeout", "coverage", "nose", "nose2", "hypothesis", "_hypothesis_pytestplugin",
+})
+
+
+SHADOW_NAMES = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
+
+
+IMPORT_ROOTS = ("", "src")
+
+
+def shadowed_module(path: str) -> str | None:
+    """The standard-library or runner module a file at `path` would shadow, if it sits at an import root."""
+    parts = PurePosixPath(path).parts
+    for root in IMPORT_ROOTS:
+        rparts = PurePosixPath(root).parts if root else ()
+        if len(parts) <= len(rparts) or tuple(parts[:len(rparts)]) != rparts:
+            continue
+        rest = parts[len(rparts):]
+        top = rest[0]
+        if len(rest) == 1:
+            if not top.endswith((".py", ".pyc", ".so", ".pyd")):
+                continue
+            top = top.split(".", 1)[0]
+        if top in SHADOW_NAMES:
+            return top
+    return None
