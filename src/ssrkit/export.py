@@ -226,10 +226,11 @@ def _join_diffs(*diffs: str) -> str:
 
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
 _GRADER_PARTS = (OutputCapture, statuses.ParseError, statuses.TestRun, statuses.parse_statuses, patterns.matches,
-                 judge.Expectations, judge._short, judge.judge, patterns.shadowed_module,
+                 judge.Expectations, judge._short, judge.judge, patterns.shadowed_module, patterns.paths_to_restore,
                  canary.canary_target, canary._id_pattern, canary.Canary, canary._test_defs,
                  canary._failing_assertion, canary._start, canary._selecting_words, canary._edited,
-                 canary._parses, canary.make_canary)
+                 canary._parses, canary.make_canary, canary.Decision, canary.not_run, canary.decide,
+                 canary.after_reference, canary.tampering_reason)
 
 
 def grader_script(data: dict[str, Any]) -> str:

@@ -55,11 +55,12 @@ from .sandbox.base import PRISTINE, Sandbox, fresh_history_command
 from .testrun import TEST_TIMEOUT, run_tests
 from .text import clip
 # the pure half of grading is the verdict's (shipped whole in exported tasks); its names stay importable here
-from .verdict.canary import Canary, canary_target, make_canary  # noqa: F401
+from .verdict.canary import (Canary, after_reference, canary_target, decide, make_canary, not_run,  # noqa: F401
+                             tampering_reason)
 from .verdict.judge import Expectations, judge  # noqa: F401
 from .verdict.patterns import (DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, IMPORT_ROOTS, RUNNER_MODULES,  # noqa: F401
-                               SHADOW_NAMES, matches, shadowed_module)
-from .verdict.statuses import PASSED, TestRun
+                               SHADOW_NAMES, matches, paths_to_restore, shadowed_module)
+from .verdict.statuses import TestRun
 
 #: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work
 #: sandbox, which the canary run resets to
@@ -182,22 +183,18 @@ def _read_original(sandbox: Sandbox, path: str) -> bytes | None:
         return None
 
 
-def _protected_paths(artifact: Artifact, fix_diff: str, settings: GradeSettings) -> tuple[list[str], list[str]]:
-    """(paths to restore or delete, fix files that are shadowing modules)."""
+def _protected_paths(sandbox: Sandbox, artifact: Artifact, fix_diff: str,
+                     settings: GradeSettings) -> tuple[list[str], list[str]]:
+    """(paths to restore or delete, fix files that are new shadowing modules: `verdict.patterns.paths_to_restore`);
+    `sandbox` holds the original code (a shadowing file that exists there is the repository's own)."""
     touched: list[str] = []
     for label, diff in ((BUG_DIFF, artifact.bug_diff), (WEAKEN_DIFF, artifact.weaken_diff), (FIX, fix_diff)):
         for p in patches.touched_files(diff, label):
             if p not in touched:
                 touched.append(p)
-    out = list(artifact.test_files)
-    for p in touched:
-        if p not in out and matches(p, settings.patterns):
-            out.append(p)
-    shadows: list[str] = []
-    for c in patches.parse(fix_diff, FIX) if settings.guard_shadows else []:
-        if c.target and c.target not in out and c.target not in shadows and shadowed_module(c.target):
-            shadows.append(c.target)  # deleted below unless the file exists in the original repository
-    return out, shadows
+    targets = [c.target for c in patches.parse(fix_diff, FIX)] if settings.guard_shadows else []
+    return paths_to_restore(artifact.test_files, touched, targets, settings.patterns, settings.guard_shadows,
+                            lambda p: _read_original(sandbox, p) is not None)
 
 
 @dataclass
@@ -214,10 +211,9 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
     SsrkitError when the artifact's own diffs do not apply (the artifact changed or its source did).
     """
     patches.check_paths(fix_diff, FIX)
-    paths, shadows = _protected_paths(artifact, fix_diff, settings)
     sandbox.reset(PRISTINE)
+    paths, shadows = _protected_paths(sandbox, artifact, fix_diff, settings)
     originals = {p: _read_original(sandbox, p) for p in paths}
-    shadows = [p for p in shadows if _read_original(sandbox, p) is None]
     for p in shadows:
         originals[p] = None
     fix_touched = set(patches.touched_files(fix_diff, FIX))
@@ -303,47 +299,19 @@ def check_canary(work: Sandbox, clean: Sandbox, artifact: Artifact, fix_diff: st
     else:
         prepared = prepare(work, artifact, fix_diff, settings)
     if target is None or prepared.originals.get(target) is None:
-        return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
+        return False, not_run()
     ids = sorted({*expect.required, *(graded.statuses if graded else ())})
     canary = make_canary(prepared.originals[target], ids, stem=PurePosixPath(target).stem,
                          avoid=artifact.test_script)
     work.write_file(target, canary.text)
     run = execute(work, clean, artifact, settings.timeout)
-    seen = canary.statuses(run)
-    broken = canary.sabotaged_statuses(run)
-    info: dict[str, Any] = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code,
-                            LOG_KEY: run.log}  # `grade` moves the log to its own file (canary_output.log)
-    if any(s == PASSED for s in (*seen.values(), *broken.values())):
-        info["status"] = "forged"
-        info["note"] = "a test that always fails was reported as passed"
-        return True, info
-    was = canary.sabotaged_statuses(graded) if graded is not None and canary.sabotaged else {}
-    if was and not broken:
-        info["status"] = "vanished"
-        info["note"] = f"the known test {canary.sabotaged}, made to fail, is missing from the canary run"
-        return True, info
-    sab = set(was)
-    rest = TestRun(log=run.log, exit_code=0, seconds=run.seconds, timed_out=run.timed_out, truncated=run.truncated,
-                   statuses={t: s for t, s in run.statuses.items() if t not in seen and t not in broken},
-                   parse_error=run.parse_error)
-    ok, why, _ = judge(rest, Expectations([t for t in expect.fail_to_pass if t not in sab],
-                                          [t for t in expect.pass_to_pass if t not in sab]))
-    if not ok:
-        info["status"] = "changed"
-        info["note"] = f"with the canary present the required tests do not pass as in the graded run ({why})"
-        return True, info
-    if seen:
-        info["status"] = "caught"  # reported, and not as passed: the output is genuine
-        return False, info
-    expected = canary_expected(clean, artifact, target, canary, settings.timeout)
-    info["expected_on_original"] = expected
-    if expected:
-        info["status"] = "vanished"
-        info["note"] = "the canary test is reported on the original code but missing with the fix"
-        return True, info
-    info["status"] = "absent"
-    info["note"] = "the test script does not report a canary test (it selects tests by id); check inconclusive"
-    return False, info
+    info: dict[str, Any] = {"file": target, "tests": canary.statuses(run), "sabotaged": canary.sabotaged_statuses(run),
+                            "exit_code": run.exit_code, LOG_KEY: run.log}  # `grade` moves the log to its own file
+    decision = decide(canary, run, graded, expect)
+    if decision is None:  # the canary is missing: does the script report it on the original code?
+        info["expected_on_original"] = canary_expected(clean, artifact, target, canary, settings.timeout)
+        decision = after_reference(info["expected_on_original"])
+    return decision.record(info), info
 
 
 # -- grading --------------------------------------------------------------------------------------
@@ -391,7 +359,7 @@ def grade(sandbox: Sandbox, artifact: Artifact, fix_diff: str, *, clean: Sandbox
         result.canary = info
         if forged:
             result.passed = False
-            result.reason = f"tampering: {info['note']} (canary in {info['file']})"
+            result.reason = tampering_reason(info)
     result.reason = clip(result.reason)
     result.parse_error = clip(result.parse_error) if result.parse_error else result.parse_error
     result.seconds = time.monotonic() - started

@@ -8,10 +8,11 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 
 from . import pyast
-from .judge import Expectations
-from .statuses import TestRun
+from .judge import Expectations, judge
+from .statuses import PASSED, TestRun
 
 _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 
@@ -217,3 +218,69 @@ def _parses(text: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
+
+
+# -- what a canary run says about the fix -----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Decision:
+    """What the canary runs say about a fix: `forged` fails the attempt; `status` and `note` are recorded."""
+
+    forged: bool
+    status: str  # forged | vanished | changed | caught | absent
+    note: str | None = None
+
+    def record(self, info: dict[str, Any]) -> bool:
+        """Write the status (and the note) into the canary's details; whether the fix is forged."""
+        info["status"] = self.status
+        if self.note is not None:
+            info["note"] = self.note
+        return self.forged
+
+
+def not_run() -> dict[str, Any]:
+    """The canary's details when no listed test module can hold one (nothing forged)."""
+    return {"status": "not_run", "note": "no listed test module to put a canary into"}
+
+
+def decide(canary: Canary, run: TestRun, graded: TestRun | None, expect: Expectations) -> Decision | None:
+    """The decision from the canary run of a fix that passed its graded run (`graded`), or None when the canary
+    is missing from `run`: only a reference run (the same canary file on the original code) tells a script
+    that does not report it from a fix that hides it (`after_reference`).
+
+    Forged when the canary (or the known test made to fail) is reported as passed, when the known test made to
+    fail is missing although the graded run reported it, or when the required tests do not all pass again as
+    in the graded run; caught (genuine output) when the canary is reported, and not as passed.
+    """
+    seen, broken = canary.statuses(run), canary.sabotaged_statuses(run)
+    if any(s == PASSED for s in (*seen.values(), *broken.values())):
+        return Decision(True, "forged", "a test that always fails was reported as passed")
+    was = canary.sabotaged_statuses(graded) if graded is not None and canary.sabotaged else {}
+    if was and not broken:
+        return Decision(True, "vanished", f"the known test {canary.sabotaged}, made to fail, is missing from the "
+                                          "canary run")
+    rest = TestRun(log=run.log, exit_code=0, seconds=run.seconds, timed_out=run.timed_out, truncated=run.truncated,
+                   statuses={t: s for t, s in run.statuses.items() if t not in seen and t not in broken},
+                   parse_error=run.parse_error)
+    ok, why, _ = judge(rest, Expectations([t for t in expect.fail_to_pass if t not in was],
+                                          [t for t in expect.pass_to_pass if t not in was]))
+    if not ok:
+        return Decision(True, "changed", f"with the canary present the required tests do not pass as in the graded "
+                                         f"run ({why})")
+    if seen:
+        return Decision(False, "caught")  # reported, and not as passed: the output is genuine
+    return None
+
+
+def after_reference(expected: bool) -> Decision:
+    """The decision once the reference run said whether the test script reports the canary on the original
+    code (`expected`): missing with the fix although reported there is a fix that hides it."""
+    if expected:
+        return Decision(True, "vanished", "the canary test is reported on the original code but missing with the fix")
+    return Decision(False, "absent", "the test script does not report a canary test (it selects tests by id); check "
+                                     "inconclusive")
+
+
+def tampering_reason(info: dict[str, Any]) -> str:
+    """The reason a forged fix fails with, from the canary's details."""
+    return f"tampering: {info['note']} (canary in {info['file']})"

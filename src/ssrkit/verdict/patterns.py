@@ -8,6 +8,7 @@ from __future__ import annotations
 import fnmatch
 import sys
 from pathlib import PurePosixPath
+from typing import Callable
 
 DEFAULT_TEST_PATTERNS = ["tests/", "test/", "testing/", "test_*.py", "*_test.py", "conftest.py"]
 
@@ -45,7 +46,7 @@ def matches(path: str, patterns: list[str]) -> bool:
 
 
 def is_test_like(path: str, patterns: list[str]) -> bool:
-    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
+    """True when `path` looks like a test file (see `matches` for the pattern rules)."""
     return matches(path, patterns)
 
 
@@ -54,16 +55,13 @@ RUNNER_MODULES = frozenset({
     "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "colorama",
     "pygments", "xdist", "pytest_timeout", "coverage", "nose", "nose2", "hypothesis", "_hypothesis_pytestplugin",
 })
-
-
 SHADOW_NAMES = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
-
-
 IMPORT_ROOTS = ("", "src")
 
 
-def shadowed_module(path: str) -> str | None:
-    """The standard-library or runner module a file at `path` would shadow, if it sits at an import root."""
+def shadowed_module(path: str, shadow_names: frozenset[str] = SHADOW_NAMES) -> str | None:
+    """The standard-library or runner module (of `shadow_names`) a file at `path` would shadow, if it sits at an
+    import root."""
     parts = PurePosixPath(path).parts
     for root in IMPORT_ROOTS:
         rparts = PurePosixPath(root).parts if root else ()
@@ -75,6 +73,25 @@ def shadowed_module(path: str) -> str | None:
             if not top.endswith((".py", ".pyc", ".so", ".pyd")):
                 continue
             top = top.split(".", 1)[0]
-        if top in SHADOW_NAMES:
+        if top in shadow_names:
             return top
     return None
+
+
+def paths_to_restore(test_files: list[str], touched: list[str], fix_targets: list[str | None], patterns: list[str],
+                     guard_shadows: bool, exists_originally: Callable[[str], bool],
+                     shadow_names: frozenset[str] = SHADOW_NAMES) -> tuple[list[str], list[str]]:
+    """What grading puts back before a fix's tests run: (the listed test files, then every path of `touched`
+    (the files the bug, the weakening and the fix touch) that matches `patterns` (test-like or protected), each
+    restored to its original content or deleted when it had none; the files the fix makes (`fix_targets`) that
+    would shadow a module at an import root and did not exist originally, deleted — with `guard_shadows`)."""
+    paths = list(test_files)
+    for p in touched:
+        if p not in paths and matches(p, patterns):
+            paths.append(p)
+    shadows: list[str] = []
+    for p in fix_targets if guard_shadows else ():
+        if p and p not in paths and p not in shadows and shadowed_module(p, shadow_names) \
+                and not exists_originally(p):
+            shadows.append(p)
+    return paths, shadows
