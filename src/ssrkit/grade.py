@@ -58,8 +58,7 @@ from .text import clip
 from .verdict.canary import (Canary, after_reference, canary_target, decide, make_canary, not_run,  # noqa: F401
                              tampering_reason)
 from .verdict.judge import Expectations, judge  # noqa: F401
-from .verdict.patterns import (DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, IMPORT_ROOTS, RUNNER_MODULES,  # noqa: F401
-                               SHADOW_NAMES, matches, paths_to_restore, shadowed_module)
+from .verdict.patterns import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, paths_to_restore
 from .verdict.statuses import TestRun
 
 #: the snapshot of the graded state (original + bug + weaken + fix, protected files restored) in the work

@@ -1,10 +1,10 @@
 # The in-container half of an exported task's grading (`ssrkit export --format swebench-task | harbor`).
 #
-# Not runnable alone: `ssrkit.export.grader_script` prepends the pieces of ssrkit's own grading that this code
-# calls (testrun.TestRun and parse_statuses, pathmatch.matches, grade.judge, shadowed_module and the canary
-# helpers, copied from their source so there is one definition of each) and appends DATA, the task's grading
-# data (test script, parser, expected tests, protected patterns, original contents). Standard library only:
-# it runs under whatever python3 the task image has.
+# Not runnable alone: `ssrkit.export.grader_script` prepends export's constants (VERDICT_ZIP, GIT_SAFETY, ...)
+# and appends DATA, the task's grading data (test script, parser, expected tests, protected patterns, original
+# contents). Every rule a fix is judged by comes from ssrkit's own `verdict` package, shipped whole beside this
+# script as VERDICT_ZIP and imported from it as `ssrkit_verdict`: this file only does the container's I/O.
+# Standard library only: it runs under whatever python3 the task image has.
 #
 #   grade.py swebench   in the SWE-bench harness, after it applied the model patch to the work tree: restore
 #                       the protected files, run the tests, print one `--- PASS|FAIL|SKIP: <test id> (0s)` line
@@ -25,13 +25,9 @@
 # git is beyond any verifier running in its container: grade such runs from the diff (`ssrkit solve --patch`,
 # or SWE-bench's fresh container).
 
-import ast
 import base64
-import fnmatch
 import json
 import os
-import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -39,10 +35,17 @@ import sys
 import tempfile
 import threading
 import time
-import types
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+
+# ssrkit's grading, whole (`ssrkit.verdict`): the zip beside this script comes first on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), VERDICT_ZIP))
+from ssrkit_verdict.canary import (after_reference, canary_target, decide, make_canary, not_run,  # noqa: E402
+                                   tampering_reason)
+from ssrkit_verdict.judge import Expectations, judge  # noqa: E402
+from ssrkit_verdict.output import OutputCapture  # noqa: E402
+from ssrkit_verdict.patterns import paths_to_restore  # noqa: E402
+from ssrkit_verdict.statuses import PASSED, SKIPPED, ParseError, TestRun, parse_statuses  # noqa: E402
+from ssrkit_verdict.text import clip  # noqa: E402
 
 STATE = os.environ.get("SSRKIT_GRADE_STATE") or os.path.join(tempfile.gettempdir(), "ssrkit-grade")
 TEST_LOG = os.path.join(STATE, "test.log")
@@ -146,7 +149,8 @@ def restore_protected(data, git_dir, work, fix_touched, fix_added):
     shadowing modules deleted (`verdict.patterns.paths_to_restore`)."""
     paths, shadows = paths_to_restore(data["test_files"], [*data["artifact_touched"], *fix_touched], fix_added,
                                       data["patterns"], data["guard_shadows"],
-                                      lambda p: original_content(data, git_dir, work, p) is not None)
+                                      lambda p: original_content(data, git_dir, work, p) is not None,
+                                      shadow_names=frozenset(data["shadow_names"]))
     restored, deleted = [], []
     originals = {}
     for p in paths + shadows:
@@ -346,7 +350,7 @@ def grade_harbor(data, work, bundle):
     try:
         restored, deleted, _ = repo.prepare(fix)
     except GradeFailure as e:
-        return {**record, "passed": False, "reason": f"the fix does not apply: {e}"}
+        return {**record, "passed": False, "reason": clip(f"the fix does not apply: {e}")}
     run = run_tests(data, work)
     passed, reason, details = judge(run, expect)
     record.update(passed=passed, reason=reason, tests=run.statuses, exit_code=run.exit_code,
@@ -360,6 +364,8 @@ def grade_harbor(data, work, bundle):
         if forged:
             record["passed"] = False
             record["reason"] = tampering_reason(info)
+    record["reason"] = clip(record["reason"])  # bounded as ssrkit solve bounds them
+    record["parse_error"] = clip(record["parse_error"]) if record["parse_error"] else record["parse_error"]
     # leave the work tree as it is graded: base snapshot + the agent's fix
     repo.reset()
     repo.apply(fix, "the fix")

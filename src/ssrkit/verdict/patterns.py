@@ -55,7 +55,9 @@ RUNNER_MODULES = frozenset({
     "pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "colorama",
     "pygments", "xdist", "pytest_timeout", "coverage", "nose", "nose2", "hypothesis", "_hypothesis_pytestplugin",
 })
-SHADOW_NAMES = frozenset(sys.stdlib_module_names) | RUNNER_MODULES
+#: what a new top-level file must not be named: this python's standard library, and the runner's packages (an
+#: exported grader is given the exporting ssrkit's set, whatever python its task image has)
+SHADOW_NAMES = frozenset(getattr(sys, "stdlib_module_names", ())) | RUNNER_MODULES
 IMPORT_ROOTS = ("", "src")
 
 
