@@ -58,6 +58,16 @@ def test_the_verdict_imports_from_the_zip_with_nothing_but_the_standard_library(
     assert proc.stdout == "ok\n", proc.stderr  # and ssrkit itself was not there to import
 
 
+def test_every_verdict_import_is_at_module_level():
+    """The grader imports the verdict when it starts, before any test runs: a verdict module that imported
+    inside a function would read the zip again later, after the fix's code (root in the container) could have
+    replaced it. At module level, the graded run meets only code loaded before it started."""
+    late = [f"{p.name}:{node.lineno}" for p in sorted(VERDICT.glob("*.py"))
+            for top in ast.parse(p.read_text()).body if not isinstance(top, (ast.Import, ast.ImportFrom))
+            for node in ast.walk(top) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert late == []
+
+
 def test_the_exported_grader_defines_nothing_the_verdict_defines():
     """No rule is written twice: the template does the container's I/O and imports every rule."""
     verdict = set().union(*(_top_level_names(ast.parse(p.read_text())) for p in VERDICT.glob("*.py")))
