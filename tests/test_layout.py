@@ -113,9 +113,10 @@ def test_the_core_never_imports_the_cli():
 
 
 def test_train_depends_only_on_the_artifact_layer():
-    """`ssrkit.train` reads artifact directories through artifact.py/attempts.py and nothing else of ssrkit's
-    core, so a training cluster needs no sandbox, Docker or model client code."""
-    allowed = {"ssrkit.artifact", "ssrkit.attempts", "ssrkit.errors", "ssrkit.config", "ssrkit.reward", "ssrkit.hf_checkpoint",
+    """`ssrkit.train` reads artifact directories through artifact.py/attempts.py (rollout files through
+    rollout_file.py) and nothing else of ssrkit's core, so a training cluster needs no sandbox, Docker or model
+    client code."""
+    allowed = {"ssrkit.artifact", "ssrkit.attempts", "ssrkit.rollout_file", "ssrkit.errors", "ssrkit.config", "ssrkit.reward", "ssrkit.hf_checkpoint",
                "ssrkit.fsutil", "ssrkit.source", "ssrkit"}
     graph = import_graph(lazy=True)
     used = {d for m, deps in graph.items() if m.startswith("ssrkit.train") and m not in ENTRY_POINTS

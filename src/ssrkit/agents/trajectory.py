@@ -26,9 +26,10 @@ from typing import Any
 from ..artifact import now_iso
 from ..errors import SsrkitError
 from ..fsutil import atomic_write_json, read_json
+from ..rollout_file import TRAJECTORY_FORMAT
 from .client import Completion
 
-FORMAT = "ssrkit.trajectory/1"
+FORMAT = TRAJECTORY_FORMAT  # defined with the rollout file, whose reader checks it without importing agents/
 EXIT_STATUSES = ("submitted", "max_turns", "context_limit", "timeout", "format_errors", "error")
 ROLES = ("injector", "solver")
 
