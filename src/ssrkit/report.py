@@ -13,6 +13,7 @@ from typing import Any
 
 from .artifact import find_artifacts
 from .errors import SsrkitError
+from .learning import learning_rows
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -59,7 +60,9 @@ def solve_rate_histogram(rates: list[float]) -> dict[str, int]:
     return out
 
 
-def build_report(run: Path) -> dict[str, Any]:
+def build_report(run: Path, learning: bool = True) -> dict[str, Any]:
+    """The report of a self-play run; `learning`: measure the learning panel's KL and gap where they are not kept
+    yet (`ssrkit.learning`: forward passes of the round's checkpoints)."""
     run = Path(run)
     if not run.is_dir():
         raise SsrkitError(f"{run}: no such run directory")
@@ -94,9 +97,12 @@ def build_report(run: Path) -> dict[str, Any]:
                 r = a.reward
                 if r and r.get("valid") and r.get("n_attempts"):
                     rates.append(float(r["solve_rate"]))
+    panel, note = learning_rows(run, per_round, measure=learning)
     return {
         "run": str(run),
         "rounds": per_round,
+        "learning": panel,
+        "learning_note": note,
         "solve_rate_histogram": solve_rate_histogram(rates),
         "strategy_mix": dict(strategies.most_common()),
         "order_mix": {str(k): v for k, v in sorted(orders.items())},
@@ -110,8 +116,7 @@ class PlotsUnavailable(SsrkitError):
     """Plots need matplotlib (the `report` extra); the report itself does not."""
 
 
-def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
-    """PNG plots of the report (matplotlib, no display needed)."""
+def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
@@ -120,33 +125,51 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_lines(path: Path, x: list[int], series: dict[str, list[float | None]], *, title: str,
+               xlabel: str = "round", ylim: tuple[float, float] | None = None, zero_line: bool = False) -> Path:
+    """One PNG of named series over rounds (None: a gap): the report's line plots, and any other per-round curve
+    (the learning panel, `benchmarks/learning.py`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for (label, values), marker in zip(series.items(), "osD^v<>"):
+        ax.plot(x[: len(values)], [float("nan") if v is None else float(v) for v in values], marker=marker,
+                label=label)
+    if zero_line:
+        ax.axhline(0, color="grey", lw=0.5)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_xticks(x)
+    ax.legend()
+    ax.set_title(title)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, Path(path))
+
+
+def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """PNG plots of the report (matplotlib, no display needed)."""
+    plt = _pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rounds = [r["round"] for r in report["rounds"]]
-    paths: list[Path] = []
 
-    def nums(key: str) -> list[float]:
-        return [float("nan") if r.get(key) is None else float(r[key]) for r in report["rounds"]]
+    def nums(key: str) -> list[float | None]:
+        return [r.get(key) for r in report["rounds"]]
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(rounds, nums("solve_rate"), marker="o", label="solve rate (attempts)")
-    ax.plot(rounds, nums("validity_rate"), marker="s", label="validity rate (injections)")
-    ax.set_xlabel("round")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xticks(rounds)
-    ax.legend()
-    ax.set_title("Rates per round")
-    paths.append(_save(fig, out / "rates.png"))
+    paths = [
+        plot_lines(out / "rates.png", rounds, {"solve rate (attempts)": nums("solve_rate"),
+                                               "validity rate (injections)": nums("validity_rate")},
+                   title="Rates per round", ylim=(-0.05, 1.05)),
+        plot_lines(out / "rewards.png", rounds, {"injector reward": nums("injector_reward_mean"),
+                                                 "solver reward": nums("solver_reward_mean")},
+                   title="Mean rewards per round", zero_line=True),
+    ]
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(rounds, nums("injector_reward_mean"), marker="o", label="injector reward")
-    ax.plot(rounds, nums("solver_reward_mean"), marker="s", label="solver reward")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("round")
-    ax.set_xticks(rounds)
-    ax.legend()
-    ax.set_title("Mean rewards per round")
-    paths.append(_save(fig, out / "rewards.png"))
+    if report.get("learning"):
+        paths.append(plot_learning(report["learning"], out / "learning.png"))
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     hist = report["solve_rate_histogram"]
@@ -163,6 +186,20 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title("Strategy mix")
     paths.append(_save(fig, out / "strategy_mix.png"))
     return paths
+
+
+def plot_learning(rows: list[dict[str, Any]], path: Path) -> Path:
+    """The learning panel as curves: each role's mean reward and KL to the first policy, per round."""
+    rounds = sorted({r["round"] for r in rows})
+    series: dict[str, list[float | None]] = {}
+    for role in ("solver", "injector"):
+        mine = {r["round"]: r for r in rows if r["role"] == role}
+        for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the first policy")):
+            values = [mine.get(n, {}).get(key) for n in rounds]
+            if any(v is not None for v in values):
+                series[f"{role}: {label}"] = values
+    return plot_lines(path, rounds, series, title="Learning: reward and distance from the first policy",
+                      zero_line=True)
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -1,0 +1,130 @@
+"""The learning panel of `ssrkit report`: per round and role, how the policy that played the round did and how far
+it had moved from the first policy.
+
+- mean reward: the role's rewards of the round (solver: every attempt; injector: its new artifacts);
+- solve rate: solver: solved attempts / attempts; injector: the mean solve rate of its valid new artifacts;
+- KL to the first policy: KL(round's policy || first policy) per sampled token, estimated from the round's own
+  trajectories (`ssrkit.train.agreement`: the k3 estimate over every token that carries a sampler log-prob);
+- sampler/trainer gap: max |trainer - sampler| log-prob over the same tokens, the trainer computing them with the
+  checkpoint that sampled the round (near 1e-6 when the server really served it, with processed log-probs).
+
+Which checkpoint sampled round N is what the training after round N started from: `model` in
+`RUN/round-NNN/policy/train_config.toml` (the recipes train each round's policy from the one that played it);
+the first policy is the earliest round's. A round that did not train has no known sampler: its KL and gap are
+blank. Both take a forward pass of two checkpoints over the round's trajectories, so they are computed once, when
+torch and transformers are installed (`ssrkit[train]`), and kept in `RUN/round-NNN/learning.json` with the
+checkpoints and the trajectory count they came from (a later report recomputes them only when those change).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Any
+
+from .artifact import TRAJECTORY
+from .errors import SsrkitError
+from .fsutil import atomic_write_json, read_json
+from .pool import POLICY_DIR, round_artifacts, round_dir
+
+log = logging.getLogger("ssrkit.report")
+LEARNING = "learning.json"
+TRAIN_CONFIG = "train_config.toml"
+ROLES = ("solver", "injector")
+
+
+def sampler_of(run: Path, round_no: int) -> str | None:
+    """The checkpoint that played round `round_no`: the one its training started from (None: it did not train)."""
+    path = round_dir(run, round_no) / POLICY_DIR / TRAIN_CONFIG
+    if not path.is_file():
+        return None
+    from .train.config import resolve_config
+
+    try:
+        return resolve_config(path).model or None
+    except SsrkitError:
+        return None
+
+
+def _role_numbers(run: Path, round_no: int, metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Mean reward and solve rate per role, from the round's metrics and its new artifacts."""
+    new = [a for a in round_artifacts(run, round_no, ("inject",))["inject"]
+           if a.reward and a.reward.get("valid") and a.reward.get("n_attempts")]  # as round_metrics counts
+    injector_rates = [float(a.reward["solve_rate"]) for a in new]
+    return {
+        "solver": {"reward_mean": metrics.get("solver_reward_mean"), "solve_rate": metrics.get("solve_rate")},
+        "injector": {"reward_mean": metrics.get("injector_reward_mean"),
+                     "solve_rate": round(sum(injector_rates) / len(injector_rates), 4) if injector_rates else None},
+    }
+
+
+def can_measure() -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers"))
+
+
+def _kept(folder: Path, key: dict[str, Any]) -> dict[str, Any] | None:
+    """learning.json's measures when they were made from the inputs `key` names, else None."""
+    kept = read_json(folder / LEARNING) if (folder / LEARNING).is_file() else None
+    if isinstance(kept, dict) and all(kept.get(k) == v for k, v in key.items()):
+        return kept["roles"]
+    return None
+
+
+def _measure(folder: Path, key: dict[str, Any]) -> dict[str, Any]:
+    """KL to the first policy and the gap to the sampler per role, computed and kept in learning.json."""
+    from .train.agreement import logprob_agreement
+
+    log.info("%s: measuring KL to %s and the sampler/trainer gap on %d trajectories", folder.name, key["first"],
+             key["trajectories"])
+    served = logprob_agreement(key["sampler"], [folder])
+    start = served if key["first"] == key["sampler"] else logprob_agreement(key["first"], [folder])
+    roles = {role: {"kl": _finite(start[role].kl), "gap": served[role].max_abs, "tokens": served[role].tokens}
+             for role in ROLES if role in served and served[role].tokens}
+    atomic_write_json(folder / LEARNING, {**key, "roles": roles})
+    return roles
+
+
+def _finite(value: float) -> float | None:
+    return None if value != value else round(value, 6)
+
+
+def _round_measures(run: Path, n: int, sampler: str | None, first: str, measure: bool,
+                    missing: set[str]) -> dict[str, Any]:
+    """The round's kept measures, or new ones when `measure` allows; what stood in the way goes to `missing`."""
+    if not sampler:
+        return {}
+    folder = round_dir(run, n)
+    key = {"sampler": sampler, "first": first, "trajectories": sum(1 for _ in folder.rglob(TRAJECTORY))}
+    kept = _kept(folder, key)
+    if kept is not None:
+        return kept
+    if not measure:
+        missing.add("KL and gap not measured (--no-learning)")
+    elif not can_measure():
+        missing.add("KL and gap need torch and transformers: pip install 'ssrkit[train]'")
+    elif not (Path(sampler).exists() and Path(first).exists()):
+        missing.add(f"round {n}'s checkpoints are gone ({sampler}, {first})")
+    else:
+        return _measure(folder, key)
+    return {}
+
+
+def learning_rows(run: Path, rounds: list[dict[str, Any]], measure: bool = True) -> tuple[list[dict[str, Any]], str]:
+    """One row per round and role ({round, role, reward_mean, solve_rate, kl, gap, tokens}) when the run trained
+    (else none), and a note on what could not be measured ("" when nothing is missing). `rounds`: the report's
+    per-round metrics; `measure`: compute the KL and gap that learning.json does not hold yet."""
+    run = Path(run)
+    samplers = {m["round"]: sampler_of(run, m["round"]) for m in rounds}
+    trained = [n for n, s in samplers.items() if s]
+    if not trained:
+        return [], ""
+    first = str(samplers[min(trained)])
+    rows, missing = [], set()
+    for m in rounds:
+        measured = _round_measures(run, m["round"], samplers[m["round"]], first, measure, missing)
+        for role, numbers in _role_numbers(run, m["round"], m).items():
+            got = measured.get(role, {})
+            rows.append({"round": m["round"], "role": role, **numbers, "kl": got.get("kl"), "gap": got.get("gap"),
+                         "tokens": got.get("tokens")})
+    return rows, "; ".join(sorted(missing))
