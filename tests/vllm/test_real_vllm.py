@@ -137,8 +137,15 @@ def test_a_recipe_round_in_model_mode_serves_and_trains(policy, repo, work):
     try:
         proc = subprocess.run(["make", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-        assert json.loads((run / "report.json").read_text())["rounds"]
+        report = json.loads((run / "report.json").read_text())
+        assert report["rounds"]
         injections = trajectories(run / "round-001" / "inject")
         assert injections and all(t["turns"] and t["turns"][0]["completion_token_ids"] for t in injections)
+        # the learning panel: round 1 was played by POLICY, which its training started from
+        measured = [r for r in report["learning"] if r["round"] == 1 and r["tokens"]]
+        assert {r["role"] for r in measured} == {"solver", "injector"}, report["learning"]
+        for row in measured:
+            assert row["gap"] <= TOLERANCE and abs(row["kl"]) < 1e-6, row
+        assert "KL to first" in proc.stdout and (run / "plots" / "learning.png").is_file()
     finally:
         subprocess.run(["make", *args, "stop-server"], cwd=ROOT, env=env, capture_output=True)
