@@ -8,12 +8,12 @@ it had moved from the first policy.
 - sampler/trainer gap: max |trainer - sampler| log-prob over the same tokens, the trainer computing them with the
   checkpoint that sampled the round (near 1e-6 when the server really served it, with processed log-probs).
 
-Which checkpoint sampled round N is what the training after round N started from: `model` in
+Which checkpoint played round N is what the training after round N started from: `model` in
 `RUN/round-NNN/policy/train_config.toml` (the recipes train each round's policy from the one that played it);
-the first policy is the earliest round's. A round that did not train has no known sampler: its KL and gap are
-blank. Both take a forward pass of two checkpoints over the round's trajectories, so they are computed once, when
-torch and transformers are installed (`ssrkit[train]`), and kept in `RUN/round-NNN/learning.json` with the
-checkpoints and the trajectory count they came from (a later report recomputes them only when those change).
+for a round that did not train, the recipes' rule (`played_by`); the first policy is the earliest round's. Both
+take a forward pass of two checkpoints over the round's trajectories, so they are computed once, when torch and
+transformers are installed (`ssrkit[train]`), and kept in `RUN/round-NNN/learning.json` with the checkpoints and
+the trajectory count they came from (a later report recomputes them only when those change).
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import TRAJECTORY
+from .config import CONFIG_NAME, read_toml
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, read_json
+from .hf_checkpoint import finished_training
 from .pool import POLICY_DIR, round_artifacts, round_dir
 
 log = logging.getLogger("ssrkit.report")
@@ -34,17 +36,28 @@ TRAIN_CONFIG = "train_config.toml"
 ROLES = ("solver", "injector")
 
 
-def sampler_of(run: Path, round_no: int) -> str | None:
-    """The checkpoint that played round `round_no`: the one its training started from (None: it did not train)."""
+def played_by(run: Path, round_no: int) -> str | None:
+    """The checkpoint that played round `round_no`: the one its training started from (`model` of its
+    train_config.toml); for a round that did not train, the recipes' rule (`policy_for` in
+    recipes/selfplay_helper.py, which keeps to the standard library; tests/selfplay/test_helper.py holds the two
+    together): the newest checkpoint an earlier round finished, else the run's initial policy ([run] policy of
+    RUN/ssrkit.toml). None when the run names no policy (offline, or a model it does not train)."""
     path = round_dir(run, round_no) / POLICY_DIR / TRAIN_CONFIG
-    if not path.is_file():
-        return None
-    from .train.config import resolve_config
+    if path.is_file():
+        from .train.config import resolve_config
 
+        try:
+            return resolve_config(path).model or None
+        except SsrkitError:
+            return None
+    for k in range(round_no - 1, 0, -1):
+        if finished_training(round_dir(run, k) / POLICY_DIR):
+            return str((round_dir(run, k) / POLICY_DIR).resolve())
     try:
-        return resolve_config(path).model or None
+        initial = read_toml(Path(run) / CONFIG_NAME).get("run", {}).get("policy")
     except SsrkitError:
         return None
+    return str(initial) if initial else None
 
 
 def _role_numbers(run: Path, round_no: int, metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -71,10 +84,25 @@ def _kept(folder: Path, key: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _with_logprobs(folder: Path) -> bool:
+    """Whether any trajectory of the round holds a sampler log-prob (else there is nothing to compare)."""
+    for path in folder.rglob(TRAJECTORY):
+        try:
+            turns = read_json(path).get("turns") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        if any(isinstance(t, dict) and t.get("logprobs") for t in turns):
+            return True
+    return False
+
+
 def _measure(folder: Path, key: dict[str, Any]) -> dict[str, Any]:
     """KL to the first policy and the gap to the sampler per role, computed and kept in learning.json."""
     from .train.agreement import logprob_agreement
 
+    if not _with_logprobs(folder):  # a server that returned no log-probs: no checkpoint to load
+        atomic_write_json(folder / LEARNING, {**key, "roles": {}})
+        return {}
     log.info("%s: measuring KL to %s and the sampler/trainer gap on %d trajectories", folder.name, key["first"],
              key["trajectories"])
     served = logprob_agreement(key["sampler"], [folder])
@@ -106,20 +134,23 @@ def _round_measures(run: Path, n: int, sampler: str | None, first: str, measure:
     elif not (Path(sampler).exists() and Path(first).exists()):
         missing.add(f"round {n}'s checkpoints are gone ({sampler}, {first})")
     else:
-        return _measure(folder, key)
+        try:
+            return _measure(folder, key)
+        except (OSError, ValueError, IndexError, KeyError, RuntimeError) as exc:  # the report goes on without them
+            missing.add(f"round {n} not measured ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
     return {}
 
 
 def learning_rows(run: Path, rounds: list[dict[str, Any]], measure: bool = True) -> tuple[list[dict[str, Any]], str]:
-    """One row per round and role ({round, role, reward_mean, solve_rate, kl, gap, tokens}) when the run trained
-    (else none), and a note on what could not be measured ("" when nothing is missing). `rounds`: the report's
+    """One row per round and role ({round, role, reward_mean, solve_rate, kl, gap, tokens}) when the run names its
+    policy (else none), and a note on what could not be measured ("" when nothing is missing). `rounds`: the report's
     per-round metrics; `measure`: compute the KL and gap that learning.json does not hold yet."""
     run = Path(run)
-    samplers = {m["round"]: sampler_of(run, m["round"]) for m in rounds}
-    trained = [n for n, s in samplers.items() if s]
-    if not trained:
+    samplers = {m["round"]: played_by(run, m["round"]) for m in rounds}
+    played = [n for n, s in samplers.items() if s]
+    if not played:
         return [], ""
-    first = str(samplers[min(trained)])
+    first = str(samplers[min(played)])
     rows, missing = [], set()
     for m in rounds:
         measured = _round_measures(run, m["round"], samplers[m["round"]], first, measure, missing)

@@ -4,7 +4,6 @@ FILE:LINE and what to change."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -119,12 +118,11 @@ def test_empty_unreadable_and_nan_files(tmp_path):
         read_rollouts(tmp_path / "nan.jsonl")
 
 
-def test_the_writer_refuses_what_the_reader_would(tmp_path):
+def test_the_writer_refuses_what_the_reader_would():
     with pytest.raises(RolloutFileError, match="reward must be a finite number"):
         rollout_record(trajectory(), role="solver", group="g", reward=float("inf"))
     with pytest.raises(RolloutFileError, match="turns\\[0\\].logprobs has 1 values"):
         rollout_record(_turn(logprobs=[-1.0]), role="solver", group="g", reward=1)
-    assert not Path(tmp_path / "r.jsonl").exists()
 
 
 def test_the_agent_trajectory_writes_the_format_the_reader_checks():

@@ -136,3 +136,21 @@ def test_agreement_reads_rollout_files_and_estimates_kl(run, tmp_path, tiny_mode
                 expected, n = expected + (torch.tensor(d).exp().item() - 1 - d), n + 1
     moved = logprob_agreement(run / "round-001" / "policy", [path])["all"]
     assert moved.tokens == n and moved.kl == pytest.approx(expected / n, rel=1e-4) and moved.kl > 1e-3
+
+
+def test_a_round_that_cannot_be_measured_leaves_the_report_standing(run, tmp_path):
+    """Token ids the checkpoint does not have (a server that served another model): the round's KL and gap stay
+    blank, the note says why, the rest of the report is there."""
+    import shutil
+
+    broken = tmp_path / "run"
+    shutil.copytree(run, broken, ignore=shutil.ignore_patterns("learning.json"))
+    for path in (broken / "round-002").rglob("trajectory.json"):
+        t = json.loads(path.read_text())
+        t["turns"][0]["completion_token_ids"][0] = 10**6
+        path.write_text(json.dumps(t))
+    report = build_report(broken)
+    rows = panel(report)
+    assert rows[(1, "solver")]["gap"] is not None and rows[(2, "solver")]["gap"] is None
+    assert rows[(2, "solver")]["reward_mean"] is not None
+    assert report["learning_note"].startswith("round 2 not measured (IndexError"), report["learning_note"]

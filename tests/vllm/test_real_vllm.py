@@ -141,10 +141,11 @@ def test_a_recipe_round_in_model_mode_serves_and_trains(policy, repo, work):
         assert report["rounds"]
         injections = trajectories(run / "round-001" / "inject")
         assert injections and all(t["turns"] and t["turns"][0]["completion_token_ids"] for t in injections)
-        # the learning panel: round 1 was played by POLICY, which its training started from
-        measured = [r for r in report["learning"] if r["round"] == 1 and r["tokens"]]
-        assert {r["role"] for r in measured} == {"solver", "injector"}, report["learning"]
-        for row in measured:
+        # the learning panel: round 1 was played by POLICY (a random model injects nothing valid, so nothing is
+        # solved or trained: the injector's turns are what there is to measure)
+        measured = {r["role"]: r for r in report["learning"] if r["round"] == 1 and r["tokens"]}
+        assert "injector" in measured, report["learning"]
+        for row in measured.values():
             assert row["gap"] <= TOLERANCE and abs(row["kl"]) < 1e-6, row
         assert "KL to first" in proc.stdout and (run / "plots" / "learning.png").is_file()
     finally:

@@ -45,8 +45,8 @@ def report(
     as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
     """Show a run: per-round validity, solve rate and rewards, the solve-rate histogram, strategy mix, failing checks,
-    and, when the run trains, the learning panel (per round and role: reward, solve rate, KL to the first policy,
-    sampler/trainer gap)."""
+    and, when the run names its policy, the learning panel (per round and role: reward, solve rate, KL to the first
+    policy, sampler/trainer gap)."""
     rep = build_report(run, learning=not no_learning)
     written = []
     if not no_plots:

@@ -127,14 +127,17 @@ def logprob_agreement(
             for reason, tokens in stats.logprobs_dropped.items():
                 agg.dropped[reason] = agg.dropped.get(reason, 0) + tokens
         for example in examples:
-            logp = _trainer_logprobs(model, example, pad_id)
             mask = torch.tensor(example.loss_mask[1:], dtype=torch.bool)
             sampler = torch.tensor(example.sampler_logprobs[1:], dtype=torch.float32)
             known = mask & ~torch.isnan(sampler)
+            for key in (rollout.role, "all"):
+                out[key].temperatures.add(example.temperature)
+            if not bool(known.any()):
+                continue  # nothing to compare: no forward pass
+            logp = _trainer_logprobs(model, example, pad_id)
             delta = (logp[known] - sampler[known]).double()
             for key in (rollout.role, "all"):
                 agg = out[key]
-                agg.temperatures.add(example.temperature)
                 if delta.numel():
                     agg.tokens += int(delta.numel())
                     agg.sum_abs += float(delta.abs().sum())

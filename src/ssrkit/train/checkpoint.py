@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from ssrkit.hf_checkpoint import adapter_base, declared_dtype
+from ssrkit.hf_checkpoint import TRAINER_STATE, adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
-TRAINER_STATE_FILE = "trainer_state.json"
+TRAINER_STATE_FILE = TRAINER_STATE
 STATE_DIR = "state"
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
