@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .artifact import TRAJECTORY
+from .attempts import current_reward
 from .config import CONFIG_NAME, read_toml
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, read_json
@@ -62,9 +63,9 @@ def played_by(run: Path, round_no: int) -> str | None:
 
 def _role_numbers(run: Path, round_no: int, metrics: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Mean reward and solve rate per role, from the round's metrics and its new artifacts."""
-    new = [a for a in round_artifacts(run, round_no, ("inject",))["inject"]
-           if a.reward and a.reward.get("valid") and a.reward.get("n_attempts")]  # as round_metrics counts
-    injector_rates = [float(a.reward["solve_rate"]) for a in new]
+    rewards = [current_reward(a) for a in round_artifacts(run, round_no, ("inject",))["inject"]]
+    injector_rates = [float(r["solve_rate"]) for r in rewards
+                      if r and r.get("valid") and r.get("n_attempts")]  # as round_metrics counts
     return {
         "solver": {"reward_mean": metrics.get("solver_reward_mean"), "solve_rate": metrics.get("solve_rate")},
         "injector": {"reward_mean": metrics.get("injector_reward_mean"),

@@ -57,7 +57,8 @@ def _command_options() -> list[inspect.Parameter]:
             list[Path], typer.Argument(help="Artifact directories, folders holding them, or rollout files (*.jsonl: one "
                                             "rollout a line, from any source; docs/train.md).")]),
         inspect.Parameter("config", K, default=None, annotation=Annotated[Optional[Path], typer.Option(
-            "--config", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).")]),
+            "--config", "-c", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).",
+            rich_help_panel="Configuration")]),
         inspect.Parameter("allow_empty", K, default=False, annotation=Annotated[bool, typer.Option(
             "--allow-empty", help="Nothing to train on (no rewarded trajectories, only zero-variance groups) is a "
             "no-op: exit 0 without writing a checkpoint (for recipes, whose next round then keeps the current "
