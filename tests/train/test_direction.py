@@ -22,6 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from safetensors.torch import load_file  # noqa: E402
+from fixtures.repos import write_reward_json  # noqa: E402
 from train_helpers import conversation, make_trajectory, write_artifact  # noqa: E402
 
 from ssrkit.rollout_file import rollout_record, write_rollouts  # noqa: E402
@@ -65,11 +66,12 @@ def write_group(root: Path, role: str, trajectories: list[dict], rewards: list[f
     """The group on disk as `ssrkit train` reads it for `role`; returns the path to train on."""
     if role == "solver":  # attempts 001, 002 after an unfinished 000: rewards are paired by name (reward.json)
         unfinished = single_turn(tok, OTHER, with_logprobs=False)
-        art = write_artifact(root, "art", [(unfinished, False)] + [(t, r > 0) for t, r in zip(trajectories, rewards)])
+        # every eval.json says failed: the rewards reach the trainer only through reward.json, by attempt name
+        art = write_artifact(root, "art", [(unfinished, False)] + [(t, False) for t in trajectories])
         (art / "attempts" / "000" / "eval.json").unlink()
         record = json.loads((art / "reward.json").read_text())
         record.update(solver_rewards=rewards, attempts=["001", "002"], n_attempts=2)
-        (art / "reward.json").write_text(json.dumps(record))
+        write_reward_json(art, record)  # current: bound to the finished attempts 001 and 002
         return root
     if role == "injector":  # two injections of one repository snapshot
         for i, (t, r) in enumerate(zip(trajectories, rewards)):
