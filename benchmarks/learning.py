@@ -332,6 +332,9 @@ def main() -> None:
         sys.exit(f"no vLLM in {s.venv}: make vllm-venv (or pass --venv)")
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
     import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a "Loading weights" bar per checkpoint load would bury the table
 
     torch.set_num_threads(s.threads)  # 2 threads on a busy 2-core machine: each tiny forward 10-20x slower
     work = a.work or Path(tempfile.mkdtemp(prefix="ssrkit-learning-"))

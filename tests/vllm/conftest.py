@@ -34,6 +34,7 @@ from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
 SERVE_ENV = [f"LD_PRELOAD={VENV}/lib/libiomp5.so", "VLLM_CPU_KVCACHE_SPACE=1", "VLLM_ENABLE_V1_MULTIPROCESSING=0"]
 SERVE_ARGS = "--enforce-eager --max-model-len 32768 --max-num-seqs 8 --distributed-executor-backend uni"
 ARTIFACT = "valid-slug-truncate-off-by-one"
+LORA_RANK = 8
 
 
 def free_port() -> int:
@@ -105,7 +106,10 @@ def validated(work, repo) -> Path:
 
 @pytest.fixture(scope="session")
 def server(work, policy):
-    s = Server(work, policy)
+    """The session's one server of POLICY (served as "policy"), started with the `lora` strategy so that an adapter
+    can be hot-swapped in without a second start; the base model stays served under its name. (The `restart`
+    strategy is exercised on the recipe's server, test_real_vllm.py.)"""
+    s = Server(work, policy, strategy="lora", extra_args=f"--max-lora-rank {LORA_RANK}")
     yield s
     s.stop()
 
