@@ -9,6 +9,11 @@ probabilities average at most p0, P(X >= k) <= P(Binomial(n, p0) >= k) beyond th
 test asks for the smallest k with P(Binomial(n, p0) >= k) <= 1e-6: with p0 = 0.091 that is 20 of 64 (0.31). The
 benchmark, on the same seed, reaches 62 of 64 at round 2 (lora) and 45 of 64 (restart); both take 2 rounds to
 pass 0.6 from about 0.08.
+
+Why two rounds and 64 samples, not fewer: after one round the lora run has 21 of 64, one above the threshold,
+too close to hold on another machine; with 32 samples a round the bound needs 14 of 32 and round 1 would be as
+close. A round costs about 10 s here (sampling, training, hot swap, measuring): the server's one start is most of
+this test, so fewer rounds would buy little and lose the margin.
 """
 
 from __future__ import annotations
