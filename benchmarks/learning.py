@@ -1,7 +1,7 @@
 """Does the loop learn? ssrkit's own sampler -> reward -> trainer -> refresh loop, against a real vLLM, makes a
 randomly initialised policy better at a rule-checked task, with the `restart` and the `lora` refresh strategy.
 
-    make vllm-venv && python benchmarks/learning.py            # both strategies, 10 rounds each (~6 min on 2 cores)
+    make vllm-venv && python benchmarks/learning.py     # both strategies, 10 rounds each (~9 min on 2 shared cores)
     python benchmarks/learning.py --strategies lora --rounds 3 --json out.json --plot curve.png
     python benchmarks/learning.py --hidden-size 1024 --layers 8 --venv V    # a larger model built from its config
 
