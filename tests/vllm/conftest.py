@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -117,3 +119,36 @@ def server(work, policy):
 def artifact_copy(validated: Path, dest: Path) -> Path:
     shutil.copytree(validated, dest, ignore=shutil.ignore_patterns("attempts", "reward.json"))
     return dest
+
+
+LEARNING_TEST = "test_a_policy_learns_through_sampler_trainer_and_refresh"  # test_learning.py
+
+
+def pytest_collection_modifyitems(items):
+    """The learning test goes last: its run (`learning_run`) starts with the session and goes on beside the others."""
+    items.sort(key=lambda item: item.name == LEARNING_TEST)  # a stable sort: the rest keep their order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def learning_run(request, work):
+    """benchmarks/learning.py's short form (test_learning.py), started in the background when the session starts:
+    its own vLLM start and rounds overlap the other tests' instead of being waited for alone. None when the
+    learning test is not selected. An unfinished run is interrupted at the end (SIGINT: it stops its server)."""
+    if not any(item.name == LEARNING_TEST for item in request.session.items):
+        yield None
+        return
+    log = work / "learning.log"
+    out = work / "learning.json"
+    with log.open("w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--strategies", "lora", "--rounds", "2",
+             "--venv", VENV, "--work", str(work / "learning"), "--json", str(out)],
+            stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(SRC)})
+    yield SimpleNamespace(proc=proc, log=log, json=out, work=work / "learning")
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,5 +1,7 @@
 """The loop learns, against the real server: the short form of `benchmarks/learning.py` (the `lora` strategy, two
-rounds of sample -> train -> refresh, then a last sampling), run as a user runs it.
+rounds of sample -> train -> refresh, then a last sampling), run as a user runs it. It starts with the session
+(conftest.py `learning_run`) and runs beside the other tests, with its own server; the test that checks it runs
+last.
 
 The threshold is one that chance cannot reach. Were the policy never to change (a sign error, a refresh that keeps
 serving the old weights...), each of the last round's n = 64 samples would succeed with a probability of at most
@@ -19,13 +21,10 @@ this test, so fewer rounds would buy little and lose the margin.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from math import comb
 
 import pytest
-from conftest import ROOT, VENV
 
 pytestmark = pytest.mark.timeout(900)
 ALPHA = 1e-6
@@ -44,12 +43,14 @@ def test_threshold_by_hand():
     assert threshold(64, 0.091) == 20 and binomial_tail(64, 0.091, 19) > ALPHA
 
 
-def test_a_policy_learns_through_sampler_trainer_and_refresh(work):
-    out = work / "learning.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--strategies", "lora",
-                           "--rounds", "2", "--venv", VENV, "--work", str(work / "learning"), "--json", str(out)],
-                          capture_output=True, text=True, timeout=840, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def test_a_policy_learns_through_sampler_trainer_and_refresh(learning_run):
+    """The run was started with the session (conftest.py `learning_run`); this test, sorted last, waits for it."""
+    try:
+        rc = learning_run.proc.wait(timeout=840)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"benchmarks/learning.py still running after 840 s: {learning_run.log}")
+    assert rc == 0, learning_run.log.read_text()[-5000:]
+    out, work = learning_run.json, learning_run.work
     result = json.loads(out.read_text())
     rates, rows, n, p0 = result["lora"], result["rounds"]["lora"], result["task"]["samples_per_round"], result["task"]["p0"]
     assert len(rates) == 3 and n == 64 and 0.02 < p0 < 0.2, (rates, p0)
@@ -58,4 +59,4 @@ def test_a_policy_learns_through_sampler_trainer_and_refresh(work):
         assert row["gap"] <= 1e-4, row
     assert rows[0]["kl"] < 1e-3 < rows[-1]["kl"], [r["kl"] for r in rows]  # it moved away from the start
     assert rows[0]["served"] == "policy" and rows[1]["served"] == "policy-1", [r["served"] for r in rows]
-    assert (work / "learning" / "learning.png").stat().st_size > 0 and result["plot"]
+    assert (work / "learning.png").stat().st_size > 0 and result["plot"]
