@@ -26,7 +26,7 @@ from ..sandbox import Sandbox
 from ..testrun import PASSED
 from ..validate import Settings
 from .history import MAX_CODE_LINES, Commit, Revert, recent_first, revert
-from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutations
+from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutated, mutations
 from .runner import UNITTEST, Profile
 from .source_text import SourceText
 from .testmap import TestMap
@@ -268,7 +268,7 @@ def _mutation_stream(repo: RepoView, family: str, rng: random.Random) -> Iterato
         for func in mod.funcs:
             if not (set(func.body_lines) & mod.covered):
                 continue
-            muts = [m for m in mutations(mod.st, func, family) if m.line in mod.covered]
+            muts = [m for m in mutations(mod.st, func, family, checked=False) if m.line in mod.covered]
             if muts:
                 pool[(path, func.qualname)] = muts
     keys = sorted(pool)
@@ -283,7 +283,9 @@ def _mutation_stream(repo: RepoView, family: str, rng: random.Random) -> Iterato
         if not muts:
             keys.remove(key)
         mod = repo.modules[key[0]]
-        new = m.apply(mod.st.text)
+        new = mutated(mod.st, m)  # checked on draw: a parse of the module per mutation drawn, not per mutation
+        if new is None:
+            continue
         h = hashlib.sha256(f"{m.path}\0{new}".encode()).hexdigest()
         if h in seen:
             continue
