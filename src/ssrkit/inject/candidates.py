@@ -207,7 +207,8 @@ class RepoView:
         if self.slow:
             out.append(f"not selecting {plural(len(self.slow), 'test file')} whose tests took longer under coverage "
                        f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
-                       + listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
+                       + listing([f"{f} ({'cut at ' if f in self.tm.files_cut else ''}{s:.0f}s)"
+                                  for f, s in sorted(self.slow.items())]))
         if self.cut:
             out.append(f"excluded {plural(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
                        f"(longer than one test run may take, [validate] timeout): " + listing(self.cut))
