@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from ..artifact import Artifact
 from ..errors import SsrkitError
@@ -155,6 +155,10 @@ class RepoView:
         self.usable_files = []
         self.excluded: dict[str, str] = {}  # test file -> why it is never selected
         self.slow: dict[str, float] = {}  # test file -> seconds its passing tests took under coverage
+        #: usable test file -> seconds its passing tests took under coverage (what a run of it costs)
+        self.file_seconds: dict[str, float] = {}
+        #: seconds of the coverage run that no test took (start-up, collection): what any run adds to its tests
+        self.overhead = max(0.0, tm.seconds - sum(tm.durations.values()))
         failing = {t for t, st in tm.outcomes.items() if st not in (PASSED, "skipped") and t not in tm.doctests}
         for f, ts in self.tests_by_file.items():
             if not f.endswith(".py"):
@@ -173,6 +177,7 @@ class RepoView:
                 self.slow[f] = seconds
                 continue
             self.usable_files.append(f)
+            self.file_seconds[f] = seconds
         for f, why in tm.broken.items():
             self.excluded.setdefault(f, f"error at collection: {why}")
         self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded and t not in tm.cut)
@@ -218,6 +223,10 @@ class RepoView:
                        + listing(self.failing))
         return out
 
+    def seconds(self, tests: Iterable[str]) -> float:
+        """What a run of `tests` may take, from the coverage run: their durations plus its overhead."""
+        return self.overhead + sum(self.tm.durations.get(t, 0.0) for t in tests)
+
     def exclude_flaky(self, tests: list[str]) -> list[str]:
         """Never select `tests` again (they passed in the coverage run, then failed on the original code)."""
         with self._lock:
@@ -236,7 +245,8 @@ class RepoView:
         def expected(fs: set[str]) -> list[str]:
             return [t for f in sorted(fs) for t in self.tests_by_file[f] if t in self.passing]
 
-        for f in self.usable_files:  # reach min_passing_tests with more files, in a fixed order
+        # reach min_passing_tests with more files: the cheapest first (each run of the artifact runs them)
+        for f in sorted(self.usable_files, key=lambda f: (self.file_seconds.get(f, 0.0), f)):
             if len(expected(files)) >= self.settings.min_passing_tests:
                 break
             files.add(f)
