@@ -326,6 +326,53 @@ def test_unittest_a_slow_file_has_the_rest_of_its_tests_skipped_under_coverage(t
         assert "tests/test_slow.py" not in s.repo.usable_files
 
 
+GENERATED_TESTS = '''from calc.ops import clamp, mean
+
+
+class TestGenerated:
+    """Tests attached at import, from a table (as fixture-driven suites do): no `def` to remove."""
+
+
+def _attach(name, call, want):
+    def test(self):
+        assert call() == want
+
+    setattr(TestGenerated, name, test)
+
+
+for _i, (_v, _want) in enumerate([(5, 5), (-1, 0), (11, 10), (0, 0)]):
+    _attach(f"test_clamp_{_i}", lambda v=_v: clamp(v, 0, 10), _want)
+for _i, (_items, _want) in enumerate([([2], 2.0), ([1, 3], 2.0)]):
+    _attach(f"test_mean_{_i}", lambda items=_items: mean(items), _want)
+'''
+
+
+def test_a_failing_test_without_a_definition_is_known_unweakenable_from_the_pre_screen(tmp_path, sandbox_factory):
+    """Generated tests cannot be removed: a candidate whose only covering tests are such is discarded before
+    any run; one where such a test fails, after the pre-screen (no run of the selected files)."""
+    from ssrkit.inject.candidates import Candidate
+
+    repo = _repo(tmp_path, "gen", _calc_files(**{"tests/test_gen.py": GENERATED_TESTS}))
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
+        s.setup(history=False)
+        passing = s.testmap.passing()
+        assert "tests/test_gen.py::TestGenerated::test_clamp_2" in passing
+
+        def mutation(old, new, tests):
+            text = CALC_OPS.replace(old, new)
+            assert text != CALC_OPS
+            return Candidate("expression", 0, "manual", "calc/ops.py", "hand-made", line=1,
+                             files={"calc/ops.py": text}, prescreen_tests=sorted(t for t in passing if tests in t))
+
+        only_generated = s.evaluate(mutation("return total(items) / len(items)",
+                                             "return total(items) // len(items)", "test_gen.py::TestGenerated::test_mean"))
+        assert (only_generated.status, only_generated.runs) == ("unweakenable", 0), only_generated.message
+        both = s.evaluate(mutation("        return high\n    return value", "        return low\n    return value",
+                                   "clamp"))
+        assert both.status == "unweakenable" and both.runs == 1, both.message
+        assert "test_gen.py::TestGenerated::test_clamp_" in both.message
+
+
 def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):
     """Only failing tests: no traceback, exit 1, the diagnosis names the stage and the setting."""
     import ssrkit.inject.procedural as procedural

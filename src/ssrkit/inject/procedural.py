@@ -349,6 +349,7 @@ class Session:
         # a mutant may loop forever: screening runs get a few times the whole suite's duration
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
         self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
+        self.engine.estimate_timeouts = not self.section.get("screen_timeout")  # each run: from its tests' time
         if history:
             self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD",
                                         test_files=self.repo.test_files)
@@ -426,7 +427,8 @@ class Session:
             ev = self.engine
             self._unit_env = CandidateEnv(pool.source_ref(self.source), self.seed, self.settings,
                                           self.repo.for_evaluation(), ev.base_commit, ev.screen_timeout,
-                                          ev.existing, *self.sandbox_spec, str(ev.staging))
+                                          ev.existing, *self.sandbox_spec, str(ev.staging),
+                                          ev.estimate_timeouts)
         return pool.submit(candidate_unit, self._unit_env, cand)
 
     def receive(self, pool: Executor, result: Any) -> Outcome:

@@ -75,11 +75,13 @@ class Profile:
             cmd = _join(self.base, "-v", self._args(), modules) + " 2>&1"
         return f"#!/usr/bin/env bash\n{cmd}\n"
 
-    def failfast_command(self, test_ids: list[str]) -> str:
-        """Runs the given tests, stopping at the first failure (the cheap pre-screen)."""
+    def failfast_command(self, test_ids: list[str], maxfail: int = 1) -> str:
+        """Runs the given tests in the order given, stopping at the first failure (the cheap pre-screen), or
+        after `maxfail` failures (pytest only); the failures are listed for the runner's parser."""
         ids = " ".join(shlex.quote(t) for t in test_ids)
         if self.runner == PYTEST:
-            return _join(self.base, "-x -q -p no:cacheprovider", self._args(), ids)
+            stop = "-x" if maxfail <= 1 else f"--maxfail={maxfail}"
+            return _join(self.base, f"{stop} -q -rfE -p no:cacheprovider", self._args(), ids)
         return _join(self.base, "--failfast -q", self._args(), ids) + " 2>&1"
 
     def parser(self) -> str:
