@@ -195,6 +195,19 @@ def test_a_bug_breaking_only_what_runs_it_is_not_taken_for_a_total_break(session
     assert out.status == "valid", out.message
 
 
+def test_an_unweakenable_candidate_counts_the_runs_it_made(session, monkeypatch):
+    import ssrkit.inject.evaluate as evaluate
+    from ssrkit.inject.weaken import WeakenError
+
+    def cannot(*a, **kw):
+        raise WeakenError("removing the tests from tests/test_text.py would break its syntax")
+
+    monkeypatch.setattr(evaluate, "_weaken", cannot)
+    bug = CALC_TEXT.replace('return text.upper() + mark', 'return text.lower() + mark')
+    out = session.evaluate(_mutation(session, bug))
+    assert (out.status, out.runs) == ("unweakenable", 2)  # the pre-screen and the bug run (0 before)
+
+
 def test_the_pre_screen_runs_only_covering_tests_of_the_selected_files(session, monkeypatch):
     """A covering test in a file that is not selected (here: not usable) cannot make the artifact: the
     pre-screen leaves it out (it used to fail there and cost a run of the selected files for nothing)."""

@@ -268,7 +268,7 @@ class Evaluator:
 
         try:
             weaken = _weaken(sb, repo, failing, test_files)
-        except _Unlocatable as e:
+        except (_Unlocatable, WeakenError) as e:  # here, not in `evaluate`: the runs made count
             return Outcome(cand, "unweakenable", str(e), bug_key=key, runs=runs)
 
         # the artifact, validated in this sandbox
