@@ -373,6 +373,49 @@ def test_a_failing_test_without_a_definition_is_known_unweakenable_from_the_pre_
         assert "test_gen.py::TestGenerated::test_clamp_" in both.message
 
 
+MORE_CLAMP_TESTS = '''from calc.ops import clamp
+
+
+def test_more_a():
+    assert clamp(3, 0, 5) == 3
+
+
+def test_more_b():
+    assert clamp(-3, 0, 5) == 0
+
+
+def test_more_c():
+    assert clamp(9, 0, 5) == 5
+
+
+def test_more_d():
+    assert clamp(5, 0, 5) == 5
+
+
+def test_more_e():
+    assert clamp(0, 0, 5) == 0
+'''
+
+
+def test_the_selection_is_the_covering_file_where_the_bug_showed_first(tmp_path, sandbox_factory):
+    """Two test files run the changed line; the artifact's tests are the file of the pre-screen's first
+    failure (the cheapest covering test that failed), not every covering file: each run costs that file."""
+    from ssrkit.inject.candidates import Candidate
+
+    repo = _repo(tmp_path, "two", _calc_files(**{"tests/test_clamp_more.py": MORE_CLAMP_TESTS}))
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
+        s.setup(history=False)
+        covering = sorted(t for t in s.testmap.passing() if t.endswith(("test_more_c", "test_clamp_high")))
+        assert len(covering) == 2
+        bug = CALC_OPS.replace("        return high\n    return value", "        return low\n    return value")
+        out = s.evaluate(Candidate("expression", 0, "manual", "calc/ops.py::clamp", "hand-made", line=9,
+                                   files={"calc/ops.py": bug}, prescreen_tests=covering))
+        assert out.status == "valid", out.message
+        art = Artifact(out.artifact)
+        assert art.test_files == ["tests/test_clamp_more.py"]
+        assert art.validation["fail_to_pass"] == ["tests/test_clamp_more.py::test_more_c"]
+
+
 def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):
     """Only failing tests: no traceback, exit 1, the diagnosis names the stage and the setting."""
     import ssrkit.inject.procedural as procedural

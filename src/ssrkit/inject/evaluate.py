@@ -3,18 +3,20 @@
 Each worker thread has one sandbox, prepared once (uncommitted work committed, that state snapshotted as
 `BASE`) and reset between candidates, never re-created. Per candidate: write the bug and take `git diff`;
 pre-screen by running only the selected tests that cover the mutated lines, cheapest first, with fail-fast
-(nothing fails, or the tests do not even import ⇒ discard). A mutation's pre-screen starts with a smoke run of
-a few tests: the cheapest selected tests that do not run the changed lines, then one covering test per
+(nothing fails, or the tests do not even import ⇒ discard). A mutation's pre-screen starts with a smoke run
+of a few tests: the cheapest selected tests that do not run the changed lines, then one covering test per
 other file; when every one fails the bug breaks everything (`total_break`), known in seconds rather than
 after a run of every selected test. A covering test that fails and has no definition in its file to remove
-(generated at run time) makes the candidate `unweakenable` there too; when no covering test has one, no test
-runs at all. Then run the selected test files to find the failing tests; remove exactly those
-test functions (`test_weaken.diff`); write the artifact into the staging directory and validate it with
-`ssrkit.validate` in the same sandbox, handing over the bug run just made. Each screening run gets a timeout
-from what its tests took under coverage (`Evaluator.run_timeout`). Under a portable executor
-(Ray) each candidate is instead a unit with one fresh sandbox on whichever node runs it
-(`candidate_unit`, below). Which candidates are evaluated, which valid ones are kept, and which tests found
-flaky (`Outcome.flaky`) are no longer selected is `procedural`'s business.
+(generated at run time) makes the candidate `unweakenable` there too; when no covering test has one, no
+test runs at all. The artifact's test files are the covering file where the pre-screen saw the first
+failure (with the cheapest files that bring the passing tests to `min_passing_tests`), not every file some
+covering test is in: each later run costs that file. Then run the selected test files to find the failing
+tests; remove exactly those test functions (`test_weaken.diff`); write the artifact into the staging
+directory and validate it with `ssrkit.validate` in the same sandbox, handing over the bug run just made.
+Each screening run's timeout comes from what its tests took under coverage (`Evaluator.run_timeout`).
+Under a portable executor (Ray) each candidate is instead a unit with one fresh sandbox on whichever node
+runs it (`candidate_unit`, below). Which candidates are evaluated, which valid ones are kept, and which
+tests found flaky (`Outcome.flaky`) are no longer selected is `procedural`'s business.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ..source import RepoSource
 from ..testrun import PASSED, SKIPPED, run_parser, run_tests
 from ..units import path_mapping, relabel_bytes
 from ..validate import Settings, Validator, write_report
-from .candidates import AGENT, REUSED, VALID, Candidate, Outcome, RepoView, listing, tail
+from .candidates import AGENT, REUSED, VALID, Candidate, Outcome, RepoView, cost_rank, listing, tail
 from .runner import PYTEST, locate_test
 from .weaken import WeakenError, relocate, remove_tests, removable
 
@@ -218,40 +220,13 @@ class Evaluator:
         if sel is None:
             return Outcome(cand, "no_tests", f"fewer than {self.settings.min_passing_tests} passing tests cover it",
                            bug_key=key)
+        screened = self._prescreen(sb, cand, key, sel)
+        if isinstance(screened, Outcome):
+            return screened
+        runs, shown = screened
+        if shown and not cand.test_files:  # the covering files where the bug showed, not every covering file
+            sel = repo.select_tests(shown) or sel
         test_files, deselect, expected = sel
-
-        # pre-screen: smoke tests, then the selected tests that run the changed code, to the first failure
-        expected_set = set(expected)
-        covering = _cheapest(repo, [t for t in cand.prescreen_tests if t in expected_set])
-        if not covering:
-            return Outcome(cand, "no_tests", "no passing test of the selected files runs the changed code",
-                           bug_key=key)
-        fixed = [t for t in covering if not self._removable(sb, repo, t, test_files)]
-        if len(fixed) == len(covering):
-            return Outcome(cand, "unweakenable", f"none of the {len(covering)} tests that run the changed code "
-                                                 f"is defined in its file (generated at run time?), e.g. "
-                                                 f"{covering[0]}: a failing one could not be removed", bug_key=key)
-        smoke = self._smoke_tests(cand, repo, expected, covering)
-        order = smoke + [t for t in fixed if t not in smoke] + [t for t in covering if t not in fixed and t not in smoke]
-        runs = 1
-        pre = sb.run(repo.profile.failfast_command(order[:MAX_PRESCREEN_TESTS], maxfail=max(1, len(smoke))),
-                     timeout=self.run_timeout(order[:MAX_PRESCREEN_TESTS]))
-        verdict = _prescreen_verdict(repo.profile.runner, pre)
-        if verdict != "fails":
-            return Outcome(cand, verdict, tail(pre.output), bug_key=key, runs=runs)
-        failed = self._failed(sb, repo, pre.output) if smoke or fixed else set()
-        if smoke and failed >= set(smoke):
-            runs += 1 if tuple(smoke) not in self._smoke else 0
-            if self._smoke_passes(sb, repo, smoke):
-                return Outcome(cand, "total_break", f"every smoke test failed ({listing(smoke, 3)}), tests that "
-                                                    "do not run the changed code among them: the bug breaks "
-                                                    "everything", bug_key=key, runs=runs)
-            self._write_bug(sb, cand)  # the smoke tests fail on the original code too: screen by the rest
-        unremovable = [t for t in fixed if t in failed]
-        if unremovable:
-            return Outcome(cand, "unweakenable", f"{unremovable[0]} fails with the bug and has no definition in "
-                                                 "its file to remove (generated at run time?)", bug_key=key,
-                           runs=runs)
 
         # which selected tests fail with the bug
         script = repo.profile.script(test_files, deselect)
@@ -295,7 +270,50 @@ class Evaluator:
                        artifact_id=art.id, bug_key=key, bug_files=bug_files,
                        fail_to_pass=list(report.fail_to_pass), runs=runs)
 
-    # -- the pre-screen's parts -------------------------------------------------------------------------
+    # -- the pre-screen ---------------------------------------------------------------------------------
+    def _prescreen(self, sb: Sandbox, cand: Candidate, key: str,
+                   sel: tuple[list[str], list[str], list[str]]) -> Outcome | tuple[int, set[str]]:
+        """Smoke tests, then the selected tests that run the changed code, to the first failure: the discard,
+        or (runs made, the covering test that failed first: the artifact's selection starts from its file)."""
+        repo = self.repo
+        assert repo is not None
+        test_files, _, expected = sel
+        expected_set = set(expected)
+        covering = _cheapest(repo, [t for t in cand.prescreen_tests if t in expected_set])
+        if not covering:
+            return Outcome(cand, "no_tests", "no passing test of the selected files runs the changed code",
+                           bug_key=key)
+        fixed = [t for t in covering if not self._removable(sb, repo, t, test_files)]
+        if len(fixed) == len(covering):
+            return Outcome(cand, "unweakenable", f"none of the {len(covering)} tests that run the changed code "
+                                                 f"is defined in its file (generated at run time?), e.g. "
+                                                 f"{covering[0]}: a failing one could not be removed", bug_key=key)
+        smoke = self._smoke_tests(cand, repo, expected, covering)
+        order = (smoke + [t for t in fixed if t not in smoke]
+                 + [t for t in covering if t not in fixed and t not in smoke])[:MAX_PRESCREEN_TESTS]
+        runs = 1
+        pre = sb.run(repo.profile.failfast_command(order, maxfail=max(1, len(smoke))),
+                     timeout=self.run_timeout(order))
+        verdict = _prescreen_verdict(repo.profile.runner, pre)
+        if verdict != "fails":
+            return Outcome(cand, verdict, tail(pre.output), bug_key=key, runs=runs)
+        failed = self._failed(sb, repo, pre.output)
+        if smoke and failed >= set(smoke):
+            runs += 1 if tuple(smoke) not in self._smoke else 0
+            if self._smoke_passes(sb, repo, smoke):
+                return Outcome(cand, "total_break", f"every smoke test failed ({listing(smoke, 3)}), tests that "
+                                                    "do not run the changed code among them: the bug breaks "
+                                                    "everything", bug_key=key, runs=runs)
+            self._write_bug(sb, cand)  # the smoke tests fail on the original code too: screen by the rest
+            failed -= set(smoke)
+        unremovable = [t for t in fixed if t in failed]
+        if unremovable:
+            return Outcome(cand, "unweakenable", f"{unremovable[0]} fails with the bug and has no definition in "
+                                                 "its file to remove (generated at run time?)", bug_key=key,
+                           runs=runs)
+        first = next((t for t in order if t in failed and t not in smoke), None)  # tests run in `order`
+        return runs, {first} if first is not None else set()
+
     def run_timeout(self, tests: list[str]) -> float:
         """Seconds a screening run of `tests` may take: a few times what they took under coverage, plus the
         suite's start-up there; `screen_timeout` at most (and always, when [inject] screen_timeout set it)."""
@@ -367,8 +385,8 @@ class Evaluator:
 
 
 def _cheapest(repo: RepoView, tests: list[str]) -> list[str]:
-    """`tests`, the quickest under coverage first (ties in name order)."""
-    return sorted(tests, key=lambda t: (repo.tm.durations.get(t, 0.0), t))
+    """`tests`, the quickest under coverage first (by `cost_rank`; ties in name order)."""
+    return sorted(tests, key=lambda t: (cost_rank(repo.tm.durations.get(t, 0.0)), t))
 
 
 class _Unlocatable(Exception):
