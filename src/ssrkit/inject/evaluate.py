@@ -301,9 +301,10 @@ class Evaluator:
         if smoke and failed >= set(smoke):
             runs += 1 if tuple(smoke) not in self._smoke else 0
             if self._smoke_passes(sb, repo, smoke):
-                return Outcome(cand, "total_break", f"every smoke test failed ({listing(smoke, 3)}), tests that "
-                                                    "do not run the changed code among them: the bug breaks "
-                                                    "everything", bug_key=key, runs=runs)
+                why = ("tests that never run the changed lines among them" if set(smoke) - set(covering)
+                       else "one per test file")
+                return Outcome(cand, "total_break", f"every smoke test failed ({listing(smoke, 3)}; {why}): the "
+                                                    "bug breaks everything", bug_key=key, runs=runs)
             self._write_bug(sb, cand)  # the smoke tests fail on the original code too: screen by the rest
             failed -= set(smoke)
         unremovable = [t for t in fixed if t in failed]
