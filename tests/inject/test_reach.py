@@ -258,14 +258,22 @@ SLOW_TESTS = '''import time
 
 
 def test_slowish_a():
-    time.sleep(1.6)
+    time.sleep(1.2)
 
 
 def test_slowish_b():
-    time.sleep(1.6)
+    time.sleep(1.2)
 
 
 def test_slowish_c():
+    time.sleep(1.2)
+
+
+def test_slowish_d():
+    time.sleep(1.2)
+
+
+def test_slowish_e():
     time.sleep(300)  # skipped: its file's tests already took longer than one run may
 '''
 
@@ -290,11 +298,11 @@ def test_a_suite_cut_at_the_coverage_timeout_still_maps_what_ran(tmp_path):
 
 
 def test_a_test_longer_than_one_run_is_cut_and_a_slow_file_not_selected(tmp_path):
-    """One test past the budget is cut; a file whose passing tests outlast it has the rest skipped (it is
-    never selected: measuring more of it would only delay the map)."""
+    """One test past a third of a run's budget (1.5 s) is cut; a file whose passing tests outlast the budget
+    (4.5 s) has the rest skipped (it is never selected: measuring more of it would only delay the map)."""
     repo = _repo(tmp_path, "slow", _calc_files(**{
         "tests/test_slow.py": SLOW_TESTS, "tests/test_hang.py": "def test_quick():\n    pass\n\n\n" + HANGING_TESTS,
-        "ssrkit.toml": "[validate]\ntimeout = 3\n",
+        "ssrkit.toml": "[validate]\ntimeout = 4.5\n",
         "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"}))
     with Session(repo, tmp_path / "s", sandbox_factory=_factory(_FAST_OPTIONS)) as s:
         s.setup(history=False)
@@ -302,26 +310,28 @@ def test_a_test_longer_than_one_run_is_cut_and_a_slow_file_not_selected(tmp_path
         assert tm.complete and tm.cut == {"tests/test_hang.py::test_zz_hangs"}
         assert tm.outcomes["tests/test_hang.py::test_zz_hangs"] == "failed"
         assert tm.files_cut == {"tests/test_slow.py"}
-        assert tm.outcomes["tests/test_slow.py::test_slowish_c"] == "skipped"
-        assert tm.seconds < 60  # test_slowish_c's 300 s never ran
-        assert any("excluded 1 test cut after 3s under coverage" in n and "test_zz_hangs" in n for n in s.notes)
-        assert any("not selecting 1 test file" in n and "tests/test_slow.py (cut at 3s)" in n for n in s.notes), \
+        assert tm.outcomes["tests/test_slow.py::test_slowish_d"] == "passed"
+        assert tm.outcomes["tests/test_slow.py::test_slowish_e"] == "skipped"
+        assert tm.seconds < 60  # test_slowish_e's 300 s never ran
+        assert any("excluded 1 test cut after 1.5s under coverage" in n and "test_zz_hangs" in n for n in s.notes)
+        assert any("not selecting 1 test file" in n and "tests/test_slow.py (cut at 5s)" in n for n in s.notes), \
             s.notes
         assert "tests/test_slow.py" not in s.repo.usable_files
 
 
 def test_unittest_a_slow_file_has_the_rest_of_its_tests_skipped_under_coverage(tmp_path):
     slow = ("import time\nimport unittest\n\n\nclass TestSlow(unittest.TestCase):\n"
-            "    def test_a(self):\n        time.sleep(1.6)\n\n    def test_b(self):\n        time.sleep(1.6)\n\n"
-            "    def test_c(self):\n        time.sleep(300)\n")
+            + "".join(f"    def test_{c}(self):\n        time.sleep(1.2)\n\n" for c in "abcd")
+            + "    def test_e(self):\n        time.sleep(300)\n")
     quick = "import unittest\n\n\nclass TestQuick(unittest.TestCase):\n    def test_q(self):\n        pass\n"
     repo = _repo(tmp_path, "uslow", {"tests/__init__.py": "", "tests/test_slow.py": slow, "tests/test_quick.py": quick,
-                                     "ssrkit.toml": "[validate]\ntimeout = 3\n[inject]\nrunner = \"unittest\"\n"})
+                                     "ssrkit.toml": "[validate]\ntimeout = 4.5\n[inject]\nrunner = \"unittest\"\n"})
     with Session(repo, tmp_path / "s", sandbox_factory=_factory(_FAST_OPTIONS)) as s:
         s.setup(history=False)
         tm = s.testmap
         assert tm.files_cut == {"tests/test_slow.py"} and tm.seconds < 60
-        assert tm.outcomes["tests.test_slow.TestSlow.test_c"] == "skipped"
+        assert tm.outcomes["tests.test_slow.TestSlow.test_d"] == "passed"
+        assert tm.outcomes["tests.test_slow.TestSlow.test_e"] == "skipped"
         assert tm.outcomes["tests.test_quick.TestQuick.test_q"] == "passed"
         assert "tests/test_slow.py" not in s.repo.usable_files
 

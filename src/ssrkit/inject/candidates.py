@@ -30,7 +30,7 @@ from .history import MAX_CODE_LINES, Commit, Revert, recent_first, revert
 from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutated, mutations
 from .runner import UNITTEST, Profile
 from .source_text import SourceText
-from .testmap import TestMap
+from .testmap import TestMap, per_test_limit
 
 HISTORY = "history"
 COMBINE = "combine"
@@ -216,8 +216,9 @@ class RepoView:
                        + listing([f"{f} ({'cut at ' if f in self.tm.files_cut else ''}{s:.0f}s)"
                                   for f, s in sorted(self.slow.items())]))
         if self.cut:
-            out.append(f"excluded {plural(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
-                       f"(longer than one test run may take, [validate] timeout): " + listing(self.cut))
+            out.append(f"excluded {plural(len(self.cut), 'test')} cut after "
+                       f"{per_test_limit(self.settings.timeout):g}s under coverage (a third of one test run's "
+                       f"budget, [validate] timeout {self.settings.timeout:g}s): " + listing(self.cut))
         if self.failing:
             verb = "fails" if len(self.failing) == 1 else "fail"
             out.append(f"excluded {plural(len(self.failing), 'test')} that {verb} on the original code: "

@@ -45,7 +45,7 @@ from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
-from .testmap import TestMap, build_testmap, repo_fingerprint
+from .testmap import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
@@ -330,7 +330,8 @@ class Session:
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=cov_timeout, test_limit=self.settings.timeout,
+                                     timeout=cov_timeout, test_limit=per_test_limit(self.settings.timeout),
+                                     file_limit=self.settings.timeout,
                                      fingerprint=fingerprint, environment=environment_key(sb.options),
                                      cache=self.cache)
         self.engine.repo = RepoView(sb, self.testmap, self.profile, self.settings, self.test_patterns)

@@ -13,9 +13,11 @@ user's file):
     discover = ["-s", "tests"]        # unittest: arguments of `discover` for the full-suite run
     exclude_tests = ["tests/test_net.py::test_download"]   # never selected (flaky, needs network)
     coverage_timeout = 600            # seconds for the whole suite under coverage (once per repository state;
-                                      # a suite cut there keeps the tests that ran, and one test running
-                                      # longer than [validate] timeout is cut and excluded)
-    screen_timeout = 20               # seconds per pre-screen / bug run (default: 3 × the suite, at least 15)
+                                      # a suite cut there keeps the tests that ran; one test running longer
+                                      # than a third of [validate] timeout is cut and excluded, and a test
+                                      # file whose tests took longer than it has the rest skipped)
+    screen_timeout = 20               # seconds per pre-screen / bug run (default: 3 × what its tests took
+                                      # under coverage, at least 10, at most 3 × the suite)
 
 Test ids are those of the artifact parsers (`ssrkit/templates/*_parser.py`): pytest node ids
 (`tests/test_a.py::TestX::test_y[p]`) and unittest ids (`tests.test_a.TestX.test_y`).

@@ -30,6 +30,11 @@ from ..sandbox.base import Sandbox
 from ..testrun import PASSED
 from ..validate import cache_dir, is_test_like
 
+def per_test_limit(timeout: float) -> float:
+    """Seconds one test may run under coverage before the map cuts it: a third of one test run's budget
+    (`timeout`, [validate] timeout), since every run of an artifact selecting it would spend that on it."""
+    return timeout / 3
+
 _HELPERS = ("sitecustomize.py", "ssrkit_cov.py", "ssrkit_cov_pytest.py", "dump.py")
 _OMIT = ["*/.venv/*", "*/venv/*", "*/site-packages/*", "*/.tox/*", "*/node_modules/*"]
 
@@ -216,15 +221,16 @@ def repo_fingerprint(sandbox: Sandbox) -> str:
 
 
 def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float, fingerprint: str,
-                  environment: str, cache: bool = True, test_limit: float = 0.0) -> TestMap:
+                  environment: str, cache: bool = True, test_limit: float = 0.0,
+                  file_limit: float = 0.0) -> TestMap:
     """The per-test coverage map of the whole suite, from the cache when this state was mapped before in the
     same environment (`environment`: `sandbox.environment_key` of the sandbox's options).
 
-    `test_limit`: seconds one test may run under coverage before it is cut (0: no limit); a test file whose
-    passing tests took longer than that in all is not measured further (it is never selected: one run of it
-    would outlast the same budget)."""
+    `test_limit`: seconds one test may run under coverage before it is cut (0: no limit); `file_limit`: a test
+    file whose passing tests took longer than that in all is not measured further (it is never selected: one
+    run of it would outlast the budget of a run)."""
     key = hashlib.sha256(f"{fingerprint}\0{environment}\0{command}\0{python}\0{helpers_version()}\0{__version__}"
-                         f"\0{test_limit:g}".encode()).hexdigest()[:32]
+                         f"\0{test_limit:g}\0{file_limit:g}".encode()).hexdigest()[:32]
     path = cache_dir().parent / "testmaps" / f"{key}.json"
     if cache and path.is_file():
         try:
@@ -232,7 +238,7 @@ def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float
         except (OSError, ValueError, KeyError):
             pass
     res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite",
-                                test_limit=test_limit, file_limit=test_limit)
+                                test_limit=test_limit, file_limit=file_limit)
     if res.timed_out:
         if not tm.passing():
             raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage, and no test "
