@@ -9,6 +9,7 @@ unknown statuses are errors a person can act on.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import threading
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class TestRun:
     parser_output: str = ""
     #: with `run_tests(parse_twice=True)`: the statuses of a second parse of the same log (None: it failed)
     reparsed: dict[str, str] | None = None
+    #: the end of test_parser.py's stderr (its traceback) when the parse failed, kept for the logs
+    parser_stderr: str = ""
 
     @property
     def passed(self) -> set[str]:
@@ -112,6 +115,35 @@ def parse_statuses(text: str) -> dict[str, str]:
     return out
 
 
+def why_no_tests(log: str, exit_code: int, script: str) -> str:
+    """What most likely kept a run from giving the parser any test, said so a person can act on it: the
+    script's line endings, or the log's line that names the cause (a runner rejecting an option of a plugin
+    that is not installed, a command or module not found), else the log's first line."""
+    fix = f"check that {TEST_SCRIPT} runs the tests and prints a per-test log (e.g. pytest -rA, with 2>&1)"
+    if "\r\n" in script:
+        return (f"{TEST_SCRIPT} has Windows line endings (CRLF), so bash reads a carriage return at the end of "
+                f"every command; convert it to LF (e.g. dos2unix {TEST_SCRIPT})")
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+
+    def first(*needles: str) -> str | None:
+        return next((ln for ln in lines if any(n in ln for n in needles)), None)
+
+    if line := first("unrecognized arguments", "no such option"):
+        return (f"the test runner rejected an option ({clip(line, 300)!r}): a plugin {TEST_SCRIPT} relies on is "
+                f"not installed where the tests run (e.g. pytest-cov for --cov, pytest-xdist for -n); install it "
+                f"there (activate its virtualenv) or drop the option")
+    if exit_code == 127 or (line := first("command not found")):
+        line = line or first("not found", "No such file or directory") or (lines[0] if lines else "")
+        return (f"a command {TEST_SCRIPT} runs was not found (exit code {exit_code}: {clip(line, 300)!r}); "
+                f"install it where the tests run (activate the virtualenv that has it) or fix the script")
+    if line := first("No module named"):
+        return (f"the tests' Python lacks a module ({clip(line, 300)!r}); activate the virtualenv the tests need "
+                f"before running ssrkit (or give the repository's ssrkit.toml a [sandbox] setup)")
+    if lines:
+        return f"the log begins {clip(lines[0], 300)!r}; {fix}"
+    return f"the log is empty; {fix}"
+
+
 def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT,
                twice: bool = False) -> tuple[dict[str, str] | None, str | None, str]:
     """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout).
@@ -163,17 +195,30 @@ def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str
     if timed_out:
         return None, f"test_parser.py did not finish within {timeout:.0f}s", output
     if exit_code != 0:
-        # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown
-        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
-        lines = [ln for ln in tail.output.strip().splitlines() if ln.strip()] if tail.ok else []
+        # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown,
+        # with the parser's line the traceback names last (a SyntaxError says where only there)
+        tail = parser_stderr(sandbox)
+        lines = [ln for ln in tail.strip().splitlines() if ln.strip()]
         last = clip(lines[-1], 1024) if lines else "no error output"
-        return None, f"test_parser.py exited with code {exit_code}: {last}", output
+        where = _PARSER_LINE.findall(tail)
+        at = f" (test_parser.py line {where[-1]})" if where else ""
+        return None, f"test_parser.py exited with code {exit_code}: {last}{at}", output
     try:
         return parse_statuses(output), None, output
     except ParseError as e:
         return None, clip(str(e)), output
 
 
+def parser_stderr(sandbox: Sandbox) -> str:
+    """The end (STDERR_TAIL bytes) of the last parse's stderr in `sandbox`."""
+    try:
+        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
+    except SandboxError:
+        return ""
+    return tail.output if tail.ok else ""
+
+
+_PARSER_LINE = re.compile(r'File "[^"\n]*test_parser\.py", line (\d+)')
 _LOG, _ERR, _OUT2, _RC2 = "test_parser.log", "test_parser.err", "test_parser.out2", "test_parser.rc2"
 #: `_ParseAhead`: the waiting script (a template of the same name), its signal to go, what it says it did
 _AHEAD, _SIGNAL, _STATUS = "parse_ahead.py", "test_parser.signal", "test_parser.status"
@@ -230,6 +275,7 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     done = ahead.parse(run.log) if ahead is not None else None
     if done is not None:
         _set_parse(run, *done, None)
+        _keep_stderr(run, ahead.sandbox)
         return run
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
@@ -319,6 +365,13 @@ class _ParseAhead:
 def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool) -> None:
     statuses, error, raw = run_parser(sandbox, parser, run.log, twice=twice)
     _set_parse(run, statuses, error, raw, last_reparse(sandbox) if twice and statuses is not None else None)
+    _keep_stderr(run, sandbox)
+
+
+def _keep_stderr(run: TestRun, sandbox: Sandbox) -> None:
+    """A failed parse keeps the parser's stderr (its traceback), for the logs."""
+    if run.parse_error:
+        run.parser_stderr = parser_stderr(sandbox)
 
 
 def _set_parse(run: TestRun, statuses: dict[str, str] | None, error: str | None, raw: str,
@@ -385,6 +438,7 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
         if reparsed is None and not _reparse_ended(sandbox):  # the first parse ended the command (os._exit)
             reparsed = run_parser(sandbox, parser, run.log)[0]  # before the second did: it runs again alone
     _set_parse(run, statuses, error, raw, reparsed)
+    _keep_stderr(run, sandbox)
     return run
 
 

@@ -4,9 +4,10 @@ Backends: `local` (`sandbox/local.py`: a RAM workspace, bubblewrap isolation whe
 (`sandbox/docker.py`: one container per sandbox). `open_sandbox` picks one and takes the `pristine` snapshot.
 """
 
-from .base import PRISTINE, ExecResult, Limits, Sandbox, SandboxOptions, environment_key, sanitized_env
+from .base import (PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, SandboxOptions, environment_key,
+                   sanitized_env)
 
-__all__ = ["PRISTINE", "ExecResult", "Limits", "Sandbox", "SandboxOptions", "backend_from_config",
+__all__ = ["PRISTINE", "ExecResult", "FileTooLargeError", "Limits", "Sandbox", "SandboxOptions", "backend_from_config",
            "docker_available", "environment_key", "fingerprint", "open_sandbox", "sanitized_env"]
 
 
