@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -359,7 +360,9 @@ for _i, (_items, _want) in enumerate([([2], 2.0), ([1, 3], 2.0)]):
 
 def test_a_failing_test_without_a_definition_is_known_unweakenable_from_the_pre_screen(tmp_path, sandbox_factory):
     """Generated tests cannot be removed: a candidate whose only covering tests are such is discarded before
-    any run; one where such a test fails, after the pre-screen (no run of the selected files)."""
+    any run; one where such a test fails beside a removable one in another file becomes an artifact of that
+    file alone (the generated test's file is never selected); a history revert, which runs every file it
+    selects, is unweakenable after the pre-screen (no run of the selected files)."""
     from ssrkit.inject.candidates import Candidate
 
     repo = _repo(tmp_path, "gen", _calc_files(**{"tests/test_gen.py": GENERATED_TESTS}))
@@ -377,10 +380,16 @@ def test_a_failing_test_without_a_definition_is_known_unweakenable_from_the_pre_
         only_generated = s.evaluate(mutation("return total(items) / len(items)",
                                              "return total(items) // len(items)", "test_gen.py::TestGenerated::test_mean"))
         assert (only_generated.status, only_generated.runs) == ("unweakenable", 0), only_generated.message
-        both = s.evaluate(mutation("        return high\n    return value", "        return low\n    return value",
-                                   "clamp"))
-        assert both.status == "unweakenable" and both.runs == 1, both.message
-        assert "test_gen.py::TestGenerated::test_clamp_" in both.message
+        both = mutation("        return high\n    return value", "        return low\n    return value", "clamp")
+        other_file = s.evaluate(both)
+        assert other_file.status == "valid", other_file.message
+        art = Artifact(other_file.artifact)
+        assert art.test_files == ["tests/test_ops.py"]
+        assert art.validation["fail_to_pass"] == ["tests/test_ops.py::test_clamp_high"]
+        revert = s.evaluate(replace(both, strategy="history", line=None,
+                                    test_files=("tests/test_gen.py", "tests/test_ops.py")))
+        assert revert.status == "unweakenable" and revert.runs == 1, revert.message
+        assert "test_gen.py::TestGenerated::test_clamp_" in revert.message
 
 
 MORE_CLAMP_TESTS = '''from calc.ops import clamp

@@ -238,8 +238,10 @@ class RepoView:
                 self.passing = self.passing - set(new)
             return new
 
-    def select_tests(self, tests: set[str]) -> tuple[list[str], list[str], list[str]] | None:
-        """(test files, deselected ids, expected passing ids) for a set of tests that must run."""
+    def select_tests(self, tests: set[str],
+                     avoid: set[str] = frozenset()) -> tuple[list[str], list[str], list[str]] | None:
+        """(test files, deselected ids, expected passing ids) for a set of tests that must run; files in `avoid`
+        are never added to reach min_passing_tests."""
         files = {self.tm.file_of(t) for t in tests} & set(self.usable_files)
         if not files:
             return None
@@ -251,7 +253,8 @@ class RepoView:
         for f in sorted(self.usable_files, key=lambda f: (cost_rank(self.file_seconds.get(f, 0.0)), f)):
             if len(expected(files)) >= self.settings.min_passing_tests:
                 break
-            files.add(f)
+            if f not in avoid:
+                files.add(f)
         if len(expected(files)) < self.settings.min_passing_tests:
             return None
         deselect = [t for f in sorted(files) for t in self.tests_by_file[f] if t not in self.passing]

@@ -6,13 +6,15 @@ pre-screen by running only the selected tests that cover the mutated lines, chea
 (nothing fails, or the tests do not even import ⇒ discard). A mutation's pre-screen starts with a smoke run
 of a few tests: the cheapest selected tests that do not run the changed lines, then one covering test per
 other file; when every one fails the bug breaks everything (`total_break`), known in seconds rather than
-after a run of every selected test. A covering test that fails and has no definition in its file to remove
-(generated at run time) makes the candidate `unweakenable` there too; when no covering test has one, no
-test runs at all. The artifact's test files are the covering file where the pre-screen saw the first
-failure (with the cheapest files that bring the passing tests to `min_passing_tests`), not every file some
-covering test is in: each later run costs that file. Then run the selected test files to find the failing
-tests; remove exactly those test functions (`test_weaken.diff`); write the artifact into the staging
-directory and validate it with `ssrkit.validate` in the same sandbox, handing over the bug run just made.
+after a run of every selected test. Covering tests with no definition in their file to remove (generated at
+run time) run next, those of files that also have a removable covering test (only such a file can become the
+artifact's): one failing spoils its file; when no covering test has a definition, no test runs at all. The
+artifact's test files are the file of the first removable covering test that failed in an unspoiled file
+(with the cheapest unspoiled files that bring the passing tests to `min_passing_tests`), not every file some
+covering test is in: each later run costs that file; `unweakenable` when there is none (a history revert runs
+all its files: any failing test without a definition makes it so). Then run the selected test files to find
+the failing tests; remove exactly those test functions (`test_weaken.diff`); write the artifact into the
+staging directory and validate it with `ssrkit.validate` in the same sandbox, handing over the bug run just made.
 Each screening run's timeout comes from what its tests took under coverage (`Evaluator.run_timeout`).
 Under a portable executor (Ray) each candidate is instead a unit with one fresh sandbox on whichever node
 runs it (`candidate_unit`, below). Which candidates are evaluated, which valid ones are kept, and which
@@ -223,9 +225,9 @@ class Evaluator:
         screened = self._prescreen(sb, cand, key, sel)
         if isinstance(screened, Outcome):
             return screened
-        runs, shown = screened
+        runs, shown, spoiled = screened
         if shown and not cand.test_files:  # the covering files where the bug showed, not every covering file
-            sel = repo.select_tests(shown) or sel
+            sel = repo.select_tests(shown, avoid=spoiled) or sel
         test_files, deselect, expected = sel
 
         # which selected tests fail with the bug
@@ -274,9 +276,10 @@ class Evaluator:
 
     # -- the pre-screen ---------------------------------------------------------------------------------
     def _prescreen(self, sb: Sandbox, cand: Candidate, key: str,
-                   sel: tuple[list[str], list[str], list[str]]) -> Outcome | tuple[int, set[str]]:
+                   sel: tuple[list[str], list[str], list[str]]) -> Outcome | tuple[int, set[str], set[str]]:
         """Smoke tests, then the selected tests that run the changed code, to the first failure: the discard,
-        or (runs made, the covering test that failed first: the artifact's selection starts from its file)."""
+        or (runs made, the removable covering test that failed first: the artifact's selection starts from its
+        file, the files where a test with no definition failed: never selected)."""
         repo = self.repo
         assert repo is not None
         test_files, _, expected = sel
@@ -291,11 +294,16 @@ class Evaluator:
                                                  f"is defined in its file (generated at run time?), e.g. "
                                                  f"{covering[0]}: a failing one could not be removed", bug_key=key)
         smoke = self._smoke_tests(cand, repo, expected, covering)
-        order = (smoke + [t for t in fixed if t not in smoke]
-                 + [t for t in covering if t not in fixed and t not in smoke])[:MAX_PRESCREEN_TESTS]
-        runs = 1
-        pre = sb.run(repo.profile.failfast_command(order, maxfail=max(1, len(smoke))),
-                     timeout=self.run_timeout(order))
+        fixed_set = set(fixed)
+        removable_ones = [t for t in covering if t not in fixed_set and t not in smoke]
+        if not cand.test_files:  # the artifact runs a file of a removable covering test: only those files matter
+            open_files = {repo.tm.file_of(t) for t in covering if t not in fixed_set}
+            fixed = [t for t in fixed if repo.tm.file_of(t) in open_files]
+        first_fixed = [t for t in fixed if t not in smoke]
+        order = (smoke + first_fixed + removable_ones)[:MAX_PRESCREEN_TESTS]
+        runs = 1  # tests without a definition first, all run before a removable test's failure can stop the run
+        maxfail = max(1, len(smoke)) + (len(first_fixed) if not cand.test_files else 0)
+        pre = sb.run(repo.profile.failfast_command(order, maxfail=maxfail), timeout=self.run_timeout(order))
         verdict = _prescreen_verdict(repo.profile.runner, pre)
         if verdict != "fails":
             return Outcome(cand, verdict, tail(pre.output), bug_key=key, runs=runs)
@@ -309,13 +317,14 @@ class Evaluator:
                                                     "bug breaks everything", bug_key=key, runs=runs)
             self._write_bug(sb, cand)  # the smoke tests fail on the original code too: screen by the rest
             failed -= set(smoke)
-        unremovable = [t for t in fixed if t in failed]
-        if unremovable:
+        unremovable = [t for t in covering if t in fixed_set and t in failed]
+        spoiled = {repo.tm.file_of(t) for t in unremovable}
+        first = next((t for t in removable_ones if t in failed and repo.tm.file_of(t) not in spoiled), None)
+        if unremovable and (cand.test_files or first is None):
             return Outcome(cand, "unweakenable", f"{unremovable[0]} fails with the bug and has no definition in "
                                                  "its file to remove (generated at run time?)", bug_key=key,
                            runs=runs)
-        first = next((t for t in order if t in failed and t not in smoke), None)  # tests run in `order`
-        return runs, {first} if first is not None else set()
+        return runs, ({first} if first is not None else set()), spoiled
 
     def run_timeout(self, tests: list[str]) -> float:
         """Seconds a screening run of `tests` may take: a few times what they took under coverage, plus the
