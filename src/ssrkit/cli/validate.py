@@ -146,6 +146,17 @@ def render_checks(result: dict[str, Any]) -> None:
     else:
         first = next(c for c in result["checks"] if c["status"] == "failed")
         console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {safe(first['message'])}")
+    budget = result.get("budget") or {}
+    if budget:
+        console.print(f"[dim]test runs: {budget['used']:.1f}s of the artifact's {budget['seconds']:g}s budget[/]")
+
+
+def _budget_line(results: list[dict[str, Any]]) -> str | None:
+    """The budget of test runs one artifact may use, when the reports share one (they do in one command)."""
+    budgets = {r["budget"]["seconds"] for r in results if r.get("budget")}
+    if len(budgets) != 1:
+        return None
+    return f"[dim]each artifact's test runs may take {budgets.pop():g}s ([validate] budget)[/]"
 
 
 def render_summary(results: list[dict[str, Any]]) -> None:
@@ -161,5 +172,8 @@ def render_summary(results: list[dict[str, Any]]) -> None:
         table.add_row(safe(r["artifact"]), "[green]valid[/]" if r["valid"] else "[red]invalid[/]", note,
                       str(len(r["fail_to_pass"])), f"{r['seconds']:.1f}s")
     console.print(table)
+    line = _budget_line(results)
+    if line:
+        console.print(line)
     n_valid = sum(r["valid"] for r in results)
     console.print(f"{n_valid}/{len(results)} valid")
