@@ -310,7 +310,7 @@ class _ParseAhead:
             self._ready.set()
         try:
             self._res = sb.run(cmd, timeout=wait + self.budget + 30)
-        except Exception:
+        except BaseException:  # noqa: BLE001 - Interrupted too (a daemon thread): the caller's next command meets it
             self._failed = True
 
     def _say(self, word: str, log: bytes = b"") -> bool:

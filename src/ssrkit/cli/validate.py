@@ -156,7 +156,7 @@ def _budget_line(results: list[dict[str, Any]]) -> str | None:
     budgets = {r["budget"]["seconds"] for r in results if r.get("budget")}
     if len(budgets) != 1:
         return None
-    return f"[dim]each artifact's test runs may take {budgets.pop():g}s ([validate] budget)[/]"
+    return f"[dim]each artifact's test runs may take {budgets.pop():g}s (\\[validate] budget)[/]"
 
 
 def render_summary(results: list[dict[str, Any]]) -> None:

@@ -558,6 +558,7 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, repo: str | os.PathLike, options: SandboxOptions | None = None, *,
                  isolation: str | None = None, fingerprint: str | None = None) -> None:
+        _cleanup.check_running()
         self.options = options or SandboxOptions()
         self.limits = self.options.limits
         self.original = os.path.realpath(os.fspath(repo))
@@ -965,7 +966,9 @@ class LocalSandbox(Sandbox):
             stdin: bytes | str | None = None, cwd: str | None = None) -> ExecResult:
         with self._lock:
             self._check_open()
-            return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+            res = self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+        _cleanup.check_running()  # stopped while it ran (its sandbox closed under it): no result
+        return res
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean_tree = None
@@ -1147,6 +1150,7 @@ class LocalSandbox(Sandbox):
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:
+        _cleanup.check_running()  # the process is stopping: Interrupted, whether this sandbox is closed yet or not
         if self._closed:
             raise SandboxError("this sandbox is closed")
 
