@@ -10,6 +10,8 @@ Workspace
     `cp -a` of the cache, real copies, never hard links, so no command can reach the user's files or the
     cache through them; snapshots share unchanged files with hard links and `reset` copies back only what
     changed (see `_tree.py`: exact, cost = one walk + changed files). `isolation["workspace"]` says which.
+    The process's first sandbox starts a guardian (`_guardian.py`) that removes the temp root, its mounts
+    and the sandboxes' cgroups the moment the process dies without its cleanup (SIGKILL).
 
     With bubblewrap, top-level git-ignored virtualenvs (a `pyvenv.cfg` inside), `.tox`, `.nox` and
     `node_modules` are not copied: the original is mounted read-only at the same place inside the sandbox,
@@ -122,6 +124,20 @@ def _sweep_stale_dirs(root: str) -> None:
             pass
 
 
+def _start_guardian(root: str, prefix: str) -> int | None:
+    """Start `_guardian.py` for this process (see there): its pid, or None where it could not start (the
+    next ssrkit process's sweep is then all there is)."""
+    parents = [d for d in (_cgroup.parent_dir("pids"), _cgroup.parent_dir("memory")) if d]
+    argv = [sys.executable, "-I", "-S", os.path.join(os.path.dirname(__file__), "_guardian.py"),
+            str(os.getpid()), root, prefix, *dict.fromkeys(parents)]
+    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    try:
+        return os.posix_spawn(sys.executable, argv, {}, file_actions=null, setsid=True)
+    except (OSError, AttributeError, TypeError) as e:
+        log.debug("no guardian for the local sandboxes: %s", e)
+        return None
+
+
 #: in each local sandbox's directory: its run, process and cgroups, for `reap.py`
 LABEL = "label.json"
 
@@ -141,7 +157,9 @@ class _Session:
         root = _tmp_root()
         _sweep_stale_dirs(root)
         _cgroup.sweep_stale()
-        self.base = tempfile.mkdtemp(prefix=f"ssrkit-{self.pid}-", dir=root)
+        prefix = f"ssrkit-{self.pid}-"  # the temp root's and the cgroups' (`_cgroup.SandboxCgroup.create`)
+        self.guardian = _start_guardian(root, prefix)  # first: whatever is made from here on dies with us
+        self.base = tempfile.mkdtemp(prefix=prefix, dir=root)
         self.caches: dict[tuple[str, tuple[str, ...]], Tree] = {}
         self.lock = threading.Lock()
         self.etc = EtcView(os.path.join(self.base, "etc"))
