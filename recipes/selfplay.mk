@@ -234,7 +234,7 @@ $(RUN)/round-$(1)/.done/end: $(RUN)/round-$(1)/.done/train
 	@touch $$@
 endef
 
-# $(1) round id, $(2) repository name, $(3) repository path, $(4) injection seed
+# $(1) round id, $(2) repository name, $(3) repository path, $(4) injection seed, $(5) the earlier rounds' ids
 define REPO_STEPS
 $(RUN)/round-$(1)/.done/inject-$(2): $(RUN)/round-$(1)/.done/start
 	$$(call serve,$(1),$(INJECTOR))
@@ -265,15 +265,16 @@ $(RUN)/round-$(1)/.done/reward-$(2): $(RUN)/round-$(1)/.done/solve-$(2)
 
 $(RUN)/round-$(1)/.done/higher-$(2): $(RUN)/round-$(1)/.done/reward-$(2)
 	dirs=$$$$($(HELPER) dirs $(RUN)/round-$(1)/inject/$(2) $(RUN)/round-$(1)/tasks/$(2)); \
+	known=$$$$($(HELPER) dirs --as-option=--known $(foreach j,$(5),$(RUN)/round-$(j)/higher/$(2))); \
 	if [ -n "$$$$dirs" ] && [ "$(HIGHER_MAX)" != 0 ]; then \
-	  $(SSRKIT) higher-order $$$$dirs --out $(RUN)/round-$(1)/higher/$(2) --max $(HIGHER_MAX) --jobs $(JOBS) $(EXEC_FLAGS) \
-	    --config $(RUN)/round-$(1)/ssrkit.toml $(HIGHER_ARGS) $$(call log,$(1),higher-$(2)); \
+	  $(SSRKIT) higher-order $$$$dirs --out $(RUN)/round-$(1)/higher/$(2) $$$$known --max $(HIGHER_MAX) --jobs $(JOBS) \
+	    $(EXEC_FLAGS) --config $(RUN)/round-$(1)/ssrkit.toml $(HIGHER_ARGS) $$(call log,$(1),higher-$(2)); \
 	fi
 	@touch $$@
 endef
 
 $(foreach n,$(ROUND_NUMS),$(eval $(call ROUND,$(call pad,$(n)),$(if $(filter 1,$(n)),,$(call pad,$(shell expr $(n) - 1))),$(n))))
-$(foreach n,$(ROUND_NUMS),$(foreach p,$(REPO_PATHS),$(eval $(call REPO_STEPS,$(call pad,$(n)),$(notdir $(p)),$(p),$(shell expr $(SEED) \* 1000 + $(n))))))
+$(foreach n,$(ROUND_NUMS),$(foreach p,$(REPO_PATHS),$(eval $(call REPO_STEPS,$(call pad,$(n)),$(notdir $(p)),$(p),$(shell expr $(SEED) \* 1000 + $(n)),$(wordlist 1,$(shell expr $(n) - 1),$(ROUND_IDS))))))
 
 help:
 	@echo "recipes/selfplay.mk — full self-play rounds (see recipes/README.md)"
@@ -281,9 +282,10 @@ help:
 	@echo "targets:  all (default: every round, then the report)  rounds  round-K  report  status  config  stop-server"
 	@echo
 	@echo "variables (current values):"
-	@$(foreach v,MODE RUN REPOS ROUNDS N STRATEGIES INJECTOR SOLVER ATTEMPTS JOBS SEED ALPHA OLD_RATIO \
+	@$(foreach v,MODE RUN REPOS ROUNDS N STRATEGIES INJECTOR SOLVER ATTEMPTS JOBS EXECUTOR RAY_ADDRESS SEED ALPHA OLD_RATIO \
 	  RETIRE_AFTER HIGHER_MAX BUDGET_RUNS PARTIAL TIMEOUT MIN_PASSING_TESTS MIN_FAILING_TESTS MIN_CHANGED_FILES CONFIG BASE_URL MODEL \
 	  INJECT_BASE_URL INJECT_MODEL SOLVE_BASE_URL SOLVE_MODEL API_KEY_ENV TEMPERATURE MAX_TURNS MAX_TOKENS TOKEN_IDS SERVE POLICY \
-	  SERVE_PORT SERVED_MODEL SERVE_COMMAND SERVE_ARGS SERVE_ENV TRAIN TRAIN_LAUNCH TRAIN_ARGS SSRKIT PYTHON VENV_BIN VERBOSE,\
+	  SERVE_PORT SERVED_MODEL SERVE_COMMAND SERVE_ARGS SERVE_ENV SERVE_STRATEGY SERVE_TIMEOUT TRAIN TRAIN_LAUNCH TRAIN_ARGS \
+	  INJECT_ARGS VALIDATE_ARGS SOLVE_ARGS HIGHER_ARGS SSRKIT PYTHON VENV_BIN VERBOSE,\
 	  printf '  %-18s %s\n' '$(v)' '$($(v))';)
 	@echo "  (training between rounds: $(if $(DO_TRAIN),on,off))"

@@ -142,7 +142,7 @@ def holds_artifacts(d: Path) -> bool:
 def cmd_dirs(args: argparse.Namespace) -> int:
     for d in args.dirs:
         if holds_artifacts(Path(d)):
-            print(d)
+            print(f"{args.as_option} {d}" if args.as_option else d)
     return 0
 
 
@@ -292,6 +292,7 @@ def main(argv: list[str]) -> int:
     c.set_defaults(fn=cmd_config)
     d = sub.add_parser("dirs")
     d.add_argument("dirs", nargs="*")
+    d.add_argument("--as-option", default="", help="print each as `OPTION DIR` (e.g. --known)")
     d.set_defaults(fn=cmd_dirs)
     q = sub.add_parser("policy")
     q.add_argument("run")

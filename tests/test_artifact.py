@@ -1,5 +1,6 @@
 """The artifact directory: aliases, metadata round-trip, atomic writes, ids, discovery."""
 
+import json
 import os
 from pathlib import Path
 
@@ -111,3 +112,24 @@ def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
         fingerprint(Artifact(art).metadata.repo)
     (art / "artifact.toml").write_text(f'[repo]\nkind = "local"\npath = "{plain}"\n')
     assert fingerprint(Artifact(art).metadata.repo)
+
+
+@pytest.mark.parametrize("bad", ["../victim", "a/b", ".hidden", "..", "x\ny"])
+def test_an_id_is_a_name_never_a_path(tmp_path, bad):
+    """ids become directory names (OUT/<id>, a pool's <repo>/<id>): artifact.toml cannot make one a path."""
+    write_five(tmp_path / "a")
+    (tmp_path / "a" / "artifact.toml").write_text(f"id = {json.dumps(bad)}\n")
+    with pytest.raises(SsrkitError, match="is not a name"):
+        Artifact(tmp_path / "a").id
+
+
+def test_a_core_file_is_sized_before_it_is_read(tmp_path):
+    """A size bomb in an artifact directory (a 900 MB sparse bug_inject.diff) is refused by its size, unread."""
+    write_five(tmp_path / "a")
+    with open(tmp_path / "a" / "bug_inject.diff", "wb") as fh:
+        fh.truncate(900 * 1024 * 1024)
+    art = Artifact(tmp_path / "a")
+    with pytest.raises(SsrkitError, match="900.0 MiB, over the 2 MiB limit of an artifact file"):
+        art.bug_diff
+    with pytest.raises(SsrkitError, match="over the 2 MiB limit"):
+        art.content_id()

@@ -160,3 +160,42 @@ def test_oversized_diff_gets_a_clear_verdict():
     big = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+" + "b" * (patch.MAX_DIFF_BYTES + 10) + "\n"
     with pytest.raises(PatchError, match="over the 2 MiB limit"):
         patch.parse(big, "fix.diff")
+
+
+MISCOUNTED = """\
+diff --git a/src/x.py b/src/x.py
+--- a/src/x.py
++++ b/src/x.py
+@@ -1,3 +1,3 @@
+ a
+-b
++c
+ d
+@@ -10,4 +10,4 @@ def f():
+ x
+-y
++z
+diff --git a/src/y.py b/src/y.py
+--- a/src/y.py
++++ b/src/y.py
+@@ -1 +1 @@
+-1
++2
+"""
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_malformed_hunk_is_named(split):
+    """unidiff says only "Hunk is shorter than expected"; the verdict names the hunk, its file and its line."""
+    with pytest.raises(PatchError) as e:
+        (patch.split_by_file if split else patch.parse)(MISCOUNTED, "bug_inject.diff")
+    # (unidiff's own words, here "Hunk diff line expected: diff --git a/src/y.py ...", come first)
+    assert str(e.value).startswith("bug_inject.diff is not a valid unified diff: Hunk ")
+    assert str(e.value).endswith(
+        ": hunk 2 of src/x.py (line 9 of the diff, '@@ -10,4 +10,4 @@ def f():') counts 4 old and 4 new line(s), "
+        "its body holds 2 and 2; fix the counts in its @@ line, or make the diff again with `git diff`")
+    last = MISCOUNTED[:MISCOUNTED.index("diff --git a/src/y.py")]  # the short hunk at the end: "shorter than expected"
+    with pytest.raises(PatchError, match=r"Hunk is shorter than expected: hunk 2 of src/x.py \(line 9 "):
+        patch.parse(last, "bug_inject.diff")
+    fixed = MISCOUNTED.replace("@@ -10,4 +10,4 @@", "@@ -10,2 +10,2 @@")
+    assert patch.bad_hunk(fixed) is None and [c.path for c in patch.parse(fixed, "bug_inject.diff")] == ["src/x.py", "src/y.py"]

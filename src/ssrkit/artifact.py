@@ -60,6 +60,9 @@ CANARY_OUTPUT = "canary_output.log"
 
 #: The five files every artifact must have, in the order they are checked and hashed.
 CORE_FILES = (BUG_DIFF, WEAKEN_DIFF, TEST_SCRIPT, TEST_FILES, TEST_PARSER)
+#: The largest core file ssrkit reads (the diff limit of `patch.MAX_DIFF_BYTES`): a model writes them, and a
+#: larger one (a sparse file of a GB) is refused by its size, before it is read
+MAX_CORE_BYTES = 2 * 1024 * 1024
 
 #: Names used by the paper's prompts, accepted when reading.
 ALIASES = {
@@ -67,6 +70,18 @@ ALIASES = {
     WEAKEN_DIFF: ("test_patch.diff",),
     TEST_PARSER: ("parse_test_output.py",),
 }
+
+
+def check_name(value: str, what: str = "id") -> str:
+    """`value`, when it can name one directory entry: ids become directory names (`OUT/<id>`, a pool's
+    `<repo>/<id>`), so an id is a name, never a path — no `/`, no `..`, no leading dot (hidden entries are
+    work in progress), no control character. SsrkitError otherwise."""
+    ok = (0 < len(value) <= 200 and "/" not in value and "\\" not in value and not value.startswith(".")
+          and value.isprintable())
+    if not ok:
+        raise SsrkitError(f"{what} {value!r} is not a name (ids name directories: no '/', no leading '.', "
+                          f"no control character); fix or delete it")
+    return value
 
 
 @dataclass
@@ -114,8 +129,11 @@ class Metadata:
             order = int(data.get("order", 1))
         except (TypeError, ValueError):
             raise SsrkitError(f"artifact.toml: 'order' must be an integer, got {data.get('order')!r}")
+        art_id = str(data.get("id", ""))
+        if art_id:
+            check_name(art_id, "artifact.toml: id")
         return cls(
-            id=str(data.get("id", "")),
+            id=art_id,
             repo=RepoSource.from_dict(repo, relative_to) if repo else None,
             base_commit=data.get("base_commit"),
             strategy=str(data.get("strategy", "manual")),
@@ -171,9 +189,16 @@ class Artifact:
         return None
 
     def read(self, name: str) -> str:
-        """A core file's text ('' when absent); undecodable bytes are replaced, never fatal."""
+        """A core file's text ('' when absent); undecodable bytes are replaced, never fatal. One over
+        MAX_CORE_BYTES is refused (SsrkitError) by its size, before it is read."""
         p = self.file(name)
-        return p.read_bytes().decode("utf-8", errors="replace") if p else ""
+        if p is None:
+            return ""
+        size = p.stat().st_size
+        if size > MAX_CORE_BYTES:
+            raise SsrkitError(f"{p}: {size / 1048576:.1f} MiB, over the {MAX_CORE_BYTES // 1048576} MiB limit of an "
+                              f"artifact file; it is not an artifact ssrkit reads (delete it or the artifact)")
+        return p.read_bytes().decode("utf-8", errors="replace")
 
     @property
     def bug_diff(self) -> str:
@@ -306,15 +331,29 @@ class Artifact:
         return self.read_json(VALIDATION)
 
     def current_validation(self) -> dict[str, Any]:
-        """validation.json, provided it was made from the artifact's present files; SsrkitError otherwise."""
+        """validation.json, provided it was made from the artifact's present files (its `content_id` is theirs:
+        one without it proves nothing and is as stale as one of other files); SsrkitError otherwise."""
         data = self.validation
         if data is None:
             raise SsrkitError(f"{self.path} has not been validated (no {VALIDATION}); validate it first: "
                               f"ssrkit validate {self.path}")
-        if data.get("content_id") and data["content_id"] != self.content_id():
-            raise SsrkitError(f"{self.path}: its files changed since {VALIDATION} was written; validate it "
+        if not isinstance(data, dict) or data.get("content_id") != self.content_id():
+            raise SsrkitError(f"{self.path}: {VALIDATION} was not made from its present files; validate it "
                               f"first: ssrkit validate {self.path} --redo")
         return data
+
+    def validation_if_current(self) -> dict[str, Any] | None:
+        """`current_validation()`, or None when there is none or it is stale or unreadable (for run-level
+        views: a verdict that does not belong to the present files counts as none)."""
+        try:
+            return self.current_validation()
+        except SsrkitError:
+            return None
+
+    @property
+    def is_valid(self) -> bool:
+        """Valid by a validation of its present files."""
+        return bool((self.validation_if_current() or {}).get("valid"))
 
     @property
     def reward(self) -> dict[str, Any] | None:

@@ -11,16 +11,25 @@ writes `reward.json`, whose `solver_rewards[i]` belongs to the attempt named `at
 attempts are listed there. Pairing by position among all attempt folders would hand an unfinished attempt's
 neighbour its reward (an interrupted solve leaves one in the middle), so every reader of rewards (train, pool,
 report, export, higher-order) goes through `scored_attempts` instead of indexing on its own.
+
+A verdict or a reward counts only while it provably belongs to the files it judged. eval.json records the
+artifact's `content_id` and the sha256 of the attempt's `fix.diff` (`attempt_binding`); one that lacks either,
+or whose values are not those of the present files, is *stale*: never rewarded, and redone by the next solve
+like an unfinished attempt. reward.json records the `content_id`, whether the artifact was valid, and the
+sha256 of each eval.json it was computed from (`evals`); a regrade, a new attempt or a changed artifact makes
+it stale (`current_reward` is None: run `ssrkit reward` again), and each attempt is then rewarded by its own
+eval.json alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .artifact import ATTEMPTS, EVAL, REWARD, TRAJECTORY, Artifact
+from .artifact import ATTEMPTS, EVAL, FIX, REWARD, TRAJECTORY, Artifact
 from .errors import SsrkitError
 from .fsutil import read_json
 
@@ -39,11 +48,48 @@ def attempt_dir(artifact: Artifact, name: str) -> Path:
 
 
 def is_complete(d: Path) -> bool:
+    """eval.json is there (the attempt ended; whether its verdict still counts is `attempt_state`'s business)."""
     return (d / EVAL).is_file()
 
 
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes, read in chunks (a GB of it costs no memory); None when there is no such file."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None
+    return h.hexdigest()
+
+
+def attempt_binding(artifact: Artifact, name: str) -> dict[str, Any]:
+    """What eval.json records of the files it judged: the artifact's content id and the fix's sha256."""
+    return {"content_id": artifact.content_id(), "fix_sha256": file_digest(attempt_dir(artifact, name) / FIX)}
+
+
+FINISHED, STALE, UNFINISHED = "finished", "stale", "unfinished"
+
+
+def attempt_state(artifact: Artifact, d: Path, content_id: str | None = None) -> tuple[str, dict[str, Any] | None]:
+    """(state, eval.json) of attempt folder `d`: finished (a verdict on the present artifact files and
+    fix.diff), stale (eval.json judged other files, or does not say which) or unfinished (no readable
+    eval.json with a boolean verdict). `content_id`: the artifact's, when the caller has it."""
+    ev = _finished_eval(artifact, d.name)
+    if ev is None:
+        return UNFINISHED, None
+    cid = content_id or artifact.content_id()
+    fix = file_digest(d / FIX)
+    if ev.get("content_id") != cid or fix is None or ev.get("fix_sha256") != fix:
+        return STALE, ev
+    return FINISHED, ev
+
+
 def completed_attempts(artifact: Artifact) -> list[Path]:
-    return [d for d in artifact.attempt_dirs() if is_complete(d)]
+    """The attempt folders whose eval.json is a verdict on the present files."""
+    cid = artifact.content_id()
+    return [d for d in artifact.attempt_dirs() if attempt_state(artifact, d, cid)[0] == FINISHED]
 
 
 def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str]:
@@ -60,11 +106,11 @@ def plan_attempts(artifact: Artifact, n: int, *, redo: bool = False) -> list[str
     if redo:
         return [attempt_name(i) for i in range(1, n + 1)]
     dirs = artifact.attempt_dirs()
-    done = [d for d in dirs if is_complete(d)]
+    done = set(d.name for d in completed_attempts(artifact))
     need = n - len(done)
     if need <= 0:
         return []
-    todo = [d.name for d in dirs if not is_complete(d)][:need]
+    todo = [d.name for d in dirs if d.name not in done][:need]  # unfinished or stale: made again
     taken = {int(d.name) for d in dirs}
     i = 1
     while len(todo) < need:
@@ -103,13 +149,10 @@ def read_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:
 
 
 def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
-    """The eval.json of every finished attempt, in attempt order."""
-    out = []
-    for d in completed_attempts(artifact):
-        rec = read_eval(artifact, d.name)
-        if rec is not None:
-            out.append(rec)
-    return out
+    """The eval.json of every finished attempt (a verdict on the present files), in attempt order."""
+    cid = artifact.content_id()
+    return [ev for d in artifact.attempt_dirs() for state, ev in [attempt_state(artifact, d, cid)]
+            if state == FINISHED and ev is not None]
 
 
 # -- rewards: reward.json (the I/O around the pure functions of reward.py) -------------------------
@@ -130,16 +173,48 @@ def artifact_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
 
     data = artifact.current_validation()
     valid = bool(data.get("valid"))
-    records = attempt_records(artifact) if valid else []
-    if valid and not records:
-        raise SsrkitError(f"{artifact.path} is valid but has no finished attempt; solve it first: "
+    finished = completed_attempts(artifact) if valid else []
+    if valid and not finished:
+        stale = [d.name for d in artifact.attempt_dirs() if attempt_state(artifact, d)[0] == STALE]
+        why = (f"; attempt(s) {', '.join(stale)} judged other files (regrade them: ssrkit solve --regrade "
+               f"{artifact.path})") if stale else ""
+        raise SsrkitError(f"{artifact.path} is valid but has no finished attempt{why}; solve it first: "
                           f"ssrkit solve {artifact.path}")
+    records = [read_eval(artifact, d.name) or {} for d in finished]
     try:
         record = reward_record(valid=valid, passed=[bool(r.get("passed")) for r in records], alpha=alpha,
-                               attempts=[r.get("attempt", "?") for r in records] if valid else None)
+                               attempts=[d.name for d in finished] if valid else None)
     except ValueError as e:
         raise SsrkitError(str(e))
-    return {"artifact": str(artifact.path), **record}
+    return {"artifact": str(artifact.path), **record, **reward_binding(artifact, valid, finished)}
+
+
+def reward_binding(artifact: Artifact, valid: bool, finished: list[Path] | None = None) -> dict[str, Any]:
+    """What reward.json records of the files it was computed from (`current_reward` compares them): the
+    artifact's content id and the sha256 of each finished attempt's eval.json (default: the present ones)."""
+    if finished is None:
+        finished = completed_attempts(artifact) if valid else []
+    return {"content_id": artifact.content_id(), "evals": {d.name: file_digest(d / EVAL) for d in finished}}
+
+
+def current_reward(artifact: Artifact) -> dict[str, Any] | None:
+    """reward.json, when it was computed from the present files: the artifact's content, its present
+    validity and exactly the eval.json of its finished attempts; None otherwise (absent, unreadable or stale:
+    `ssrkit reward` makes it again)."""
+    try:
+        reward = artifact.reward
+    except SsrkitError:
+        return None
+    validation = artifact.validation_if_current()
+    if not isinstance(reward, dict) or validation is None:
+        return None
+    valid = bool(validation.get("valid"))
+    if reward.get("content_id") != artifact.content_id() or reward.get("valid") is not valid:
+        return None
+    finished = completed_attempts(artifact) if valid else []
+    if reward.get("evals") != {d.name: file_digest(d / EVAL) for d in finished}:
+        return None
+    return reward
 
 
 def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
@@ -155,9 +230,9 @@ def write_reward(artifact: Artifact, alpha: float) -> dict[str, Any]:
 class ScoredAttempt:
     name: str  # "001"
     path: Path  # attempts/001
-    eval: dict[str, Any] | None  # eval.json, None while unfinished (or unreadable)
-    reward: float | None  # None: unfinished, so never rewarded
-    source: str  # where the reward came from: "reward.json", "eval.json" or "unfinished"
+    eval: dict[str, Any] | None  # eval.json, None while unfinished (or unreadable) or stale
+    reward: float | None  # None: unfinished or stale, so never rewarded
+    source: str  # where the reward came from: "reward.json", "eval.json"; else "unfinished" or "stale"
 
     @property
     def finished(self) -> bool:
@@ -182,44 +257,32 @@ def _finished_eval(artifact: Artifact, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("passed"), bool) else None
 
 
-def rewards_by_name(reward: dict[str, Any] | None, finished: list[str]) -> dict[str, float]:
-    """reward.json's solver rewards keyed by attempt name.
-
-    A record with an `attempts` list pairs names with rewards directly. One without it (written before names
-    were recorded) lists the finished attempts in order, so it pairs with `finished` by position — and only
-    when the counts agree; otherwise it cannot be trusted and nothing is taken from it.
-    """
+def rewards_by_name(reward: dict[str, Any] | None) -> dict[str, float]:
+    """reward.json's solver rewards keyed by attempt name (its `attempts` list pairs them; a record without
+    one pairs nothing)."""
     if not isinstance(reward, dict):
         return {}
-    values = reward.get("solver_rewards")
-    if not isinstance(values, list):
-        return {}
-    names = reward.get("attempts")
-    if not isinstance(names, list):
-        if len(values) != len(finished):
-            return {}
-        names = finished
-    if len(names) != len(values):
+    values, names = reward.get("solver_rewards"), reward.get("attempts")
+    if not isinstance(values, list) or not isinstance(names, list) or len(names) != len(values):
         return {}
     return {str(n): float(v) for n, v in zip(names, values) if isinstance(v, (int, float))}
 
 
 def scored_attempts(artifact: Artifact | Path) -> list[ScoredAttempt]:
-    """Every attempt of `artifact` in name order, with its reward (None for an unfinished attempt).
+    """Every attempt of `artifact` in name order, with its reward (None for an unfinished or stale attempt).
 
-    The reward is reward.json's for that name when it has one; a finished attempt that reward.json does not
-    cover (solved after `ssrkit reward` ran) gets its eval.json verdict as a reward (+1 passed, −1 otherwise).
+    The reward is reward.json's for that name while reward.json is current (`current_reward`); a finished
+    attempt it does not cover (solved or regraded after `ssrkit reward` ran) gets its eval.json verdict as a
+    reward (+1 passed, −1 otherwise).
     """
     art = artifact if isinstance(artifact, Artifact) else Artifact(artifact)
-    dirs = art.attempt_dirs()
-    evals = {d.name: _finished_eval(art, d.name) for d in dirs}
-    finished = [name for name, ev in evals.items() if ev is not None]
-    by_name = rewards_by_name(art.reward, finished)
+    cid = art.content_id()
+    by_name = rewards_by_name(current_reward(art))
     out = []
-    for d in dirs:
-        ev = evals[d.name]
-        if ev is None:
-            out.append(ScoredAttempt(d.name, d, None, None, "unfinished"))
+    for d in art.attempt_dirs():
+        state, ev = attempt_state(art, d, cid)
+        if state != FINISHED or ev is None:
+            out.append(ScoredAttempt(d.name, d, None, None, state))
         elif d.name in by_name:
             out.append(ScoredAttempt(d.name, d, ev, by_name[d.name], REWARD))
         else:

@@ -44,10 +44,11 @@ from . import pathmatch, testrun
 from .solvers import task_from_weaken_diff
 from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
-from .fsutil import atomic_write_text
+from .fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
+from .sandbox.base import OutputCapture
 from .solve import JUNK
 from .source import RepoSource
 
@@ -65,6 +66,15 @@ BRANCH = "main"
 #: the markers SWE-bench's grading reads the test output between
 START_MARKER, END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
 GRADER_STATE = "/tmp/ssrkit-grade"
+#: set by the task image (`dockerfile`): the grader may kill every process but its own lineage there, which
+#: it never does elsewhere (an agent cannot change the environment of the verifier's command)
+TASK_CONTAINER_ENV = "SSRKIT_TASK_CONTAINER"
+#: what every git command of an exported task's grading runs with: no hook, no fsmonitor — in Harbor the agent
+#: was root in the same container and may have configured both (its configuration files are not read either:
+#: GIT_CONFIG_GLOBAL=/dev/null, GIT_CONFIG_NOSYSTEM=1)
+GIT_SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=false")
+#: the files Harbor reads the reward from, reward.json first (Harbor's names: not the artifact's REWARD)
+REWARD_FILES = tuple(f"reward.{ext}" for ext in ("json", "txt"))
 FORMATS = ("swebench", "swebench-task", "harbor", "sft")
 
 _IDENT = {"GIT_AUTHOR_NAME": "ssrkit", "GIT_AUTHOR_EMAIL": "ssrkit@localhost",
@@ -216,7 +226,7 @@ def _join_diffs(*diffs: str) -> str:
 # -- the in-container grader ----------------------------------------------------------------------
 
 #: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
-_GRADER_PARTS = (testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
+_GRADER_PARTS = (OutputCapture, testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
                  grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
                  grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
                  grading._failing_assertion, grading._start, grading._selecting_words, grading._edited,
@@ -235,6 +245,10 @@ def grader_script(data: dict[str, Any]) -> str:
         f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
         f"_WORD = re.compile({grading._WORD.pattern!r})",
         f"_FILLER = {grading._FILLER!r}",
+        f"TASK_CONTAINER_ENV = {TASK_CONTAINER_ENV!r}",
+        f"OUTPUT_BYTES = {_LIMITS.output_bytes!r}",
+        f"GIT_SAFETY = {GIT_SAFETY!r}",
+        f"REWARD_FILES = {REWARD_FILES!r}",
         "pyast = types.SimpleNamespace(parse=ast.parse)  # ssrkit.pyast: the grader parses in one thread",
     ])
     parts = "\n\n".join(inspect.getsource(obj) for obj in _GRADER_PARTS)
@@ -253,23 +267,27 @@ def _b64_heredoc(dest: str, data: bytes, tag: str) -> list[str]:
 def eval_script(task: Task) -> str:
     """SWE-bench's eval.sh: the test changes applied, ssrkit's grading between the markers."""
     q = shlex.quote
+    git = "git " + " ".join(GIT_SAFETY)
     lines = [
         "#!/bin/bash",
         "set -uxo pipefail",
+        "# git reads no configuration but the repository's, runs no hook and no fsmonitor",
+        'unset $(compgen -e | grep "^GIT_") 2>/dev/null || true',
+        "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null",
         f'cd "${{SSRKIT_WORKDIR:-{WORKDIR}}}"',
         "mkdir -p /tmp/ssrkit-eval",
         "# the tests that grade the task: test.patch on the snapshot's test files",
-        *(f"git checkout -q {task.base_commit} -- {q(p)} 2>/dev/null || rm -f -- {q(p)}"
+        *(f"{git} checkout -q {task.base_commit} -- {q(p)} 2>/dev/null || rm -f -- {q(p)}"
           for p in task.test_files_in_patch),
         *_b64_heredoc("/tmp/ssrkit-eval/test.patch", task.test_patch.encode("utf-8"), "EOF_SSRKIT_TEST_PATCH"),
-        "git apply --binary /tmp/ssrkit-eval/test.patch",
+        f"{git} apply --binary /tmp/ssrkit-eval/test.patch",
         "# ssrkit's grading: protected files restored as `ssrkit solve` does, the artifact's test script and parser;",
         "# it prints one `--- PASS|FAIL|SKIP: <test id> (0s)` line per test (log_parser parse_log_gotest)",
         *_b64_heredoc("/tmp/ssrkit-eval/grade.py", grader_script(task.grading).encode("utf-8"),
                       "EOF_SSRKIT_GRADER"),
         f"export SSRKIT_GRADE_STATE={GRADER_STATE}",
         f": '{START_MARKER}'",
-        "python3 -I /tmp/ssrkit-eval/grade.py swebench",
+        "python3 -I -S /tmp/ssrkit-eval/grade.py swebench",
         f": '{END_MARKER}'",
         "# the test script's own log, indented so that no line of it is read as a result",
         f"sed 's/^/| /' {GRADER_STATE}/test.log 2>/dev/null || true",
@@ -284,6 +302,7 @@ def dockerfile(task: Task, base: str = BASE_IMAGE) -> str:
             f"RUN git clone -q /tmp/ssrkit-{BUNDLE} {WORKDIR} && git -C {WORKDIR} remote remove origin \\\n"
             f"    && rm /tmp/ssrkit-{BUNDLE}\n"
             f"WORKDIR {WORKDIR}\n"
+            f"ENV {TASK_CONTAINER_ENV}=1\n"
             # ssrkit's test scripts call `python`; Debian's python3 comes without that name
             "RUN command -v python >/dev/null 2>&1 || ln -s \"$(command -v python3)\" /usr/local/bin/python\n"
             + INSTALL_STEP.format(workdir=WORKDIR)
@@ -334,7 +353,7 @@ _AS_FILE = {"patch": "gold.patch", "test_patch": "test.patch", "eval_script": "e
 
 def write_swebench_task(task: Task, tasks_dir: Path, dataset: str, base: str) -> Path:
     """tasks/<instance_id>/ of a SWE-bench v5 task repository."""
-    d = tasks_dir / task.instance_id
+    d = own_dir(tasks_dir / task.instance_id, "the task directory")
     if d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True)
@@ -383,9 +402,10 @@ TEST_SH = """\
 #!/bin/bash
 # ssrkit's verifier: the agent's changes graded exactly as `ssrkit solve` grades a fix (listed test files and
 # protected files restored, the artifact's test script and parser, FAIL_TO_PASS and PASS_TO_PASS, the canary).
-# Writes /logs/verifier/reward.txt (1 or 0), ssrkit_eval.json (the verdict) and test_output.log.
+# Writes /logs/verifier/reward.json and reward.txt (1 or 0), ssrkit_eval.json (the verdict) and test_output.log,
+# after ending every process the agent left running (grade.py: what it trusts of the agent's container).
 mkdir -p "${SSRKIT_VERIFIER_LOGS:-/logs/verifier}"
-python3 -I "$(dirname "$0")/grade.py" harbor
+python3 -I -S "$(dirname "$0")/grade.py" harbor
 """
 
 
@@ -415,7 +435,7 @@ def harbor_task_toml(task: Task) -> str:
 
 def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path:
     """dest/<instance_id>/: task.toml, instruction.md, environment/, tests/, solution/."""
-    d = dest / task.instance_id
+    d = own_dir(dest / task.instance_id, "the task directory")
     if d.exists():
         shutil.rmtree(d)
     for sub in ("environment", "tests", "solution"):

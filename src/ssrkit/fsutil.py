@@ -1,4 +1,4 @@
-"""Atomic file writes: a killed run never leaves a half-written file behind."""
+"""Atomic file writes: a killed run never leaves a half-written file behind; directories ssrkit owns."""
 
 from __future__ import annotations
 
@@ -43,3 +43,20 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def own_dir(path: Path, what: str = "") -> Path:
+    """`path`, a directory ssrkit makes, writes and deletes in (a staging area, an artifact it writes): absent,
+    or a real directory. A symlink there (or a file) would steer those writes and deletes elsewhere, so it is
+    refused, naming it; what it points to is never touched."""
+    from .errors import SsrkitError
+
+    path = Path(path)
+    label = f"{what} {path}" if what else str(path)
+    if path.is_symlink():
+        raise SsrkitError(f"{label} is a symlink (to {os.readlink(path)}); ssrkit writes and deletes only inside "
+                          f"its output directory: remove the link (what it points to is left alone)")
+    if path.exists() and not path.is_dir():
+        raise SsrkitError(f"{label} is not a directory; remove it")
+    return path
+

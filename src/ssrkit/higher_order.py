@@ -12,7 +12,8 @@ says `order = parent + 1` (never above 2), `parent` (the parent's id), `parent_a
 Skipped, with a reason: attempts that passed, unfinished attempts, fixes with no code change, fixes that do
 not apply, fixes whose code part undoes the whole bug, and duplicates (the same combined diff gives the same
 content id, so an artifact already in the output directory, or made earlier in the same run, is not made
-again). The new artifacts are validated like any other (the CLI does it; `higher_order` only writes them).
+again; nor is one already among the `known` artifacts: a task carried into a later round fails the same way
+again, and its earlier round made that artifact already). The new artifacts are validated like any other (the CLI does it; `higher_order` only writes them).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES
                        Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
+from .fsutil import own_dir
 from .grade import GradeSettings
 from .pathmatch import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
@@ -107,6 +109,7 @@ def make_higher_order(
     seen: set[str] | None = None,
     max_new: int | None = None,
     made: set[str] | None = None,
+    known: dict[str, Path] | None = None,
 ) -> list[Outcome]:
     """Write one new artifact under `out_dir/<id>/` per usable failed attempt of `artifact`.
 
@@ -120,7 +123,7 @@ def make_higher_order(
         with open_sandbox(source) as sb:
             combined = combine_fixes(sb, artifact, [(name, code) for name, _, code in todo], settings)
     return outcomes + write_higher_order(artifact, source, out_dir, todo, combined, seen=seen, max_new=max_new,
-                                         made=made)
+                                         made=made, known=known)
 
 
 def combine_fixes(sandbox: Sandbox, artifact: Artifact, todo: list[tuple[str, str]],
@@ -175,10 +178,13 @@ def plan_higher_order(artifact: Artifact, settings: GradeSettings
 def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
                        todo: list[tuple[str, dict[str, Any], str]],
                        combined_diffs: list[tuple[str, str | None, str | None]], *, seen: set[str] | None = None,
-                       max_new: int | None = None, made: set[str] | None = None) -> list[Outcome]:
+                       max_new: int | None = None, made: set[str] | None = None,
+                       known: dict[str, Path] | None = None) -> list[Outcome]:
     """Write the artifacts of `todo` from their combined diffs ((attempt, diff, None) or (attempt, None,
-    why the fix does not apply)), in attempt order, up to `max_new` in `made`; duplicates of `seen` skipped."""
+    why the fix does not apply)), in attempt order, up to `max_new` in `made`; duplicates of `seen` skipped,
+    and so are the ids of `known` (artifacts made elsewhere before: id → directory)."""
     seen = seen if seen is not None else set()
+    known = known or {}
     made = made if made is not None else set()
     parent_meta = artifact.metadata
     outcomes: list[Outcome] = []
@@ -214,9 +220,13 @@ def write_higher_order(artifact: Artifact, source: RepoSource, out_dir: Path,
         new_texts = dict(texts, **{BUG_DIFF: combined,
                                    TEST_FILES: "".join(f"{f}\n" for f in artifact.test_files)})
         new_id = content_id(new_texts)
-        dest = Path(out_dir) / new_id
+        dest = own_dir(Path(out_dir) / new_id, "the artifact directory")
         if dest.exists() and not (dest / METADATA).is_file():
             shutil.rmtree(dest)  # written by a run that was killed before it finished: make it again
+        if new_id in known and not dest.exists():
+            outcomes.append(Outcome(str(artifact.path), name, "skipped",
+                                    f"made before: {known[new_id]} is the same combined diff", id=new_id))
+            continue
         if new_id in seen or dest.exists():
             if dest.exists():
                 made.add(new_id)
@@ -251,7 +261,8 @@ def failed_attempts(artifact: Artifact) -> int:
 def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
              open_sandbox: Callable[[RepoSource], Sandbox] | None = None, *, settings: GradeSettings | None = None,
              max_new: int | None = None, executor: "Executor | None" = None,
-             sandbox: tuple[str, SandboxOptions] | None = None, validator: "Validator | None" = None) -> list[Outcome]:
+             sandbox: tuple[str, SandboxOptions] | None = None, validator: "Validator | None" = None,
+             known: dict[str, Path] | None = None) -> list[Outcome]:
     """`make_higher_order` over many artifacts, duplicates detected across all of them.
 
     Artifacts are taken in order of how often their attempts failed (most first, then by id), so that with
@@ -259,10 +270,11 @@ def make_all(items: list[tuple[Artifact, RepoSource]], out_dir: Path,
     backend and options its units open sandboxes with), each artifact's fixes are combined as one unit, in
     parallel; the artifacts are still written here, in that order, so the outcome is the same. With
     `validator`, every artifact made (or found made by an earlier, perhaps killed, run) is validated and its
-    outcome says whether it is valid.
+    outcome says whether it is valid. `known` (`known_artifacts`): artifacts made before, elsewhere (an
+    earlier round's), not made again here.
     """
     outcomes = _make_all(items, out_dir, open_sandbox, settings=settings, max_new=max_new, executor=executor,
-                         sandbox=sandbox)
+                         sandbox=sandbox, known=known)
     if validator is not None:
         validate_made(outcomes, validator, executor)
     return outcomes
@@ -288,7 +300,23 @@ def validate_made(outcomes: list[Outcome], validator: "Validator", executor: "Ex
         o.valid, o.invalid_because = verdicts[o.path]
 
 
-def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sandbox) -> list[Outcome]:
+def known_artifacts(dirs: list[Path], out_dir: Path) -> dict[str, Path]:
+    """id → directory of the artifacts found below `dirs` (at any depth), except those in `out_dir`, which
+    is this run's own output (found there, an artifact counts as made by this run)."""
+    from .artifact import find_artifacts
+
+    missing = [d for d in dirs if not Path(d).is_dir()]
+    if missing:
+        raise SsrkitError(f"--known {missing[0]}: no such directory")
+    own = Path(out_dir).resolve()
+    out: dict[str, Path] = {}
+    for a in find_artifacts(list(dirs)) if dirs else []:
+        if a.path.resolve().parent != own:
+            out.setdefault(a.id, a.path)
+    return out
+
+
+def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sandbox, known=None) -> list[Outcome]:
     if not items:
         return []
     if max_new is not None and max_new < 0:
@@ -307,7 +335,7 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
                 out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
                 continue
             out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen,
-                                         max_new=max_new, made=made))
+                                         max_new=max_new, made=made, known=known))
         return out
     from .executor import run_units
 
@@ -327,7 +355,7 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
             continue
         out.extend(plan[0])
         out.extend(write_higher_order(artifact, source, out_dir, plan[1], by_k.get(k, []), seen=seen,
-                                      max_new=max_new, made=made))
+                                      max_new=max_new, made=made, known=known))
     return out
 
 

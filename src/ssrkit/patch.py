@@ -162,12 +162,54 @@ def parse(diff: str, label: str = "diff") -> list[FileChange]:
     return list(_parse_cached(diff, label))
 
 
+def _patchset(diff: str, label: str) -> PatchSet:
+    """unidiff's parse; its error names the hunk that does not match its header (unidiff does not)."""
+    try:
+        return PatchSet(diff)
+    except UnidiffParseError as e:
+        where = bad_hunk(diff)
+        raise PatchError(f"{label} is not a valid unified diff: {e}"
+                         + (f": {where}; fix the counts in its @@ line, or make the diff again with `git diff`"
+                            if where else "")) from None
+
+
+def bad_hunk(diff: str) -> str | None:
+    """The first hunk whose body does not hold the lines its `@@ -a,b +c,d @@` header counts, named by file,
+    number and line of the diff; None when every hunk matches (the diff is wrong elsewhere)."""
+    lines = diff.splitlines()
+    path, nth, i = "?", 0, 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("diff --git "):
+            names = _git_header_names(line[len("diff --git "):])
+            path, nth = (names[-1] if names else path), 0
+        elif line.startswith("+++ "):
+            path = _strip_prefix(line[4:].split("\t")[0]) or path
+        m = _HUNK.match(line.rstrip("\r"))
+        if not m:
+            i += 1
+            continue
+        nth += 1
+        want_old, want_new = int(m.group(2) or 1), int(m.group(4) or 1)
+        old = new = 0
+        j = i + 1
+        while j < len(lines) and (old < want_old or new < want_new):
+            tag = lines[j][:1]
+            if tag not in (" ", "-", "+", "\\", ""):
+                break
+            old += tag in (" ", "-", "")
+            new += tag in (" ", "+", "")
+            j += 1
+        if (old, new) != (want_old, want_new):
+            return (f"hunk {nth} of {path} (line {i + 1} of the diff, {line.strip()!r}) counts {want_old} old and "
+                    f"{want_new} new line(s), its body holds {old} and {new}")
+        i = j
+    return None
+
+
 @functools.lru_cache(maxsize=32)
 def _parse_cached(diff: str, label: str) -> tuple[FileChange, ...]:
-    try:
-        patchset = PatchSet(diff)
-    except UnidiffParseError as e:
-        raise PatchError(f"{label} is not a valid unified diff: {e}") from None
+    patchset = _patchset(diff, label)
     if not patchset and diff.strip() and not _header_names(diff):
         raise PatchError(f"{label} has text but no file changes: is it a unified diff (`git diff` output)?")
     changes = []
@@ -407,10 +449,7 @@ def git_apply_args(reverse: bool = False, check: bool = False) -> list[str]:
 def split_by_file(diff: str, label: str = "diff") -> dict[str, str]:
     """One sub-diff per changed file (keyed by the file's path), each applicable on its own."""
     out: dict[str, str] = {}
-    try:
-        patchset = PatchSet(diff)
-    except UnidiffParseError as e:
-        raise PatchError(f"{label} is not a valid unified diff: {e}") from None
+    patchset = _patchset(diff, label)
     for pf, change in zip(patchset, parse(diff, label)):
         text = str(pf)
         out[change.path] = text if text.endswith("\n") else text + "\n"

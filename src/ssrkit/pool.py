@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, find_artifacts
-from .attempts import scored_attempts
+from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
+from .attempts import current_reward, scored_attempts
 from .errors import SsrkitError
 from .fsutil import atomic_write_json, atomic_write_text, read_json
 from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
@@ -114,7 +114,15 @@ class Pool:
         if not p.is_file():
             return cls()
         data = read_json(p)
-        return cls({e["id"]: PoolEntry(**e) for e in data.get("entries", [])})
+        entries = [PoolEntry(**e) for e in data.get("entries", [])]
+        for e in entries:  # they name where copies are written and removed: names and paths inside the run only
+            check_name(e.id, f"{p}: id")
+            if e.repo:
+                check_name(e.repo, f"{p}: repo")
+            rel = Path(e.path)
+            if rel.is_absolute() or ".." in rel.parts:
+                raise SsrkitError(f"{p}: path {e.path!r} of {e.id} is not inside the run directory; fix or delete it")
+        return cls({e.id: e for e in entries})
 
     def save(self, run: Path) -> None:
         atomic_write_json(Path(run) / POOL, {"entries": [asdict(e) for e in self.entries.values()]})
@@ -204,17 +212,26 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 4) if xs else None
 
 
+def made_before(run: Path, round_no: int) -> set[str]:
+    """The ids of the artifacts made (injected or higher-order) in the rounds before `round_no`."""
+    return {a.id for n in round_numbers(run) if n < round_no
+            for arts in round_artifacts(run, n, ("inject", "higher")).values() for a in arts}
+
+
 def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[str, Any]:
     """The numbers of one round, recomputed from the artifact files on disk (and pool.json for the pool).
 
     injected / valid / validity_rate: injection attempts of the round (artifacts in inject/ plus the
     candidates or agent runs the injector discarded, from each inject.json or a shard's inject-K-of-N.json)
-    and how many gave a valid artifact; validity_by_strategy the same per strategy ("valid/injected"). tasks: valid artifacts solved
-    this round (new and carried). attempts / solved / solve_rate: over every attempt of those tasks;
-    mean_artifact_solve_rate: the mean of their solve rates. injector_reward_mean: over this round's new
-    artifacts (invalid ones count −1); solver_reward_mean: over every attempt. higher_order: valid
-    higher-order artifacts made this round. pool_size / pool_retired: the pool once this round was closed.
-    validate_seconds: validation time of the new artifacts; solve_seconds: solver plus grading time.
+    and how many gave a valid artifact; validity_by_strategy the same per strategy ({strategy:
+    "valid/injected"}). tasks: valid artifacts solved this round (new and carried). attempts / solved /
+    solve_rate: over every attempt of those tasks; mean_artifact_solve_rate: the mean of their solve rates.
+    injector_reward_mean: over this round's new artifacts (invalid ones count −1); solver_reward_mean: over
+    every attempt. higher_order: valid higher-order artifacts new this round (one an earlier round made
+    already, the same failed fix of a carried task, is not counted again). pool_size / pool_retired: the
+    pool once this round was closed. validate_seconds: validation time of the new artifacts; solve_seconds:
+    solver plus grading time of every attempt (both summed over artifacts and attempts: sandbox time, not
+    wall time).
     """
     arts = round_artifacts(run, round_no)
     injected = arts["inject"]
@@ -222,7 +239,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     valid_new = 0
     validate_seconds = 0.0
     for a in injected:
-        v = a.validation or {}
+        v = a.validation_if_current() or {}  # a verdict on other files counts as none
         ok = bool(v.get("valid"))
         valid_new += ok
         validate_seconds += float(v.get("seconds", 0.0))
@@ -234,14 +251,14 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         for strategy, discarded in discarded_by_strategy(summary).items():
             by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())
-    tasks = [a for s in ("inject", "tasks") for a in arts[s] if (a.validation or {}).get("valid")]
+    tasks = [a for s in ("inject", "tasks") for a in arts[s] if a.is_valid]
     attempts = solved = 0
     rates: list[float] = []
     inj_rewards: list[float] = []
     sol_rewards: list[float] = []
     solve_seconds = 0.0
     for section, a in [*(("inject", a) for a in arts["inject"]), *(("tasks", a) for a in arts["tasks"])]:
-        r = a.reward
+        r = current_reward(a)
         if r:
             if section == "inject":  # the injector acted this round only on its new artifacts
                 inj_rewards.append(float(r["injector_reward"]))
@@ -254,14 +271,15 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
-    higher_valid = sum(bool((a.validation or {}).get("valid")) for a in arts["higher"])
+    earlier = made_before(run, round_no) if arts["higher"] else set()
+    higher_valid = len({a.id for a in arts["higher"] if a.is_valid and a.id not in earlier})
     pool = pool or Pool.load(run)
     return {
         "round": round_no,
         "injected": injected_total,
         "valid": valid_new,
         "validity_rate": round(valid_new / injected_total, 4) if injected_total else None,
-        "validity_by_strategy": json.dumps({k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items()) if t}),
+        "validity_by_strategy": {k: f"{v}/{t}" for k, (v, t) in sorted(by_strategy.items()) if t},
         "tasks": len(tasks),
         "attempts": attempts,
         "solved": solved,
@@ -286,10 +304,10 @@ def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str,
     pool = Pool.load(run)
     arts = round_artifacts(run, round_no)
     for a in [*arts["inject"], *arts["higher"]]:
-        if (a.validation or {}).get("valid"):
+        if a.is_valid:
             pool.add(a, run, round_no)
     for a in [*arts["inject"], *arts["tasks"]]:
-        r = a.reward
+        r = current_reward(a)
         if r and r.get("valid") and r.get("n_attempts"):
             pool.record(a.id, round_no, float(r["solve_rate"]))
     pool.retire(retire_after, round_no)
@@ -308,10 +326,17 @@ def read_metrics(run: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _csv_cell(value: Any) -> Any:
+    """A metrics value as a CSV cell: None empty, a mapping as JSON (validity_by_strategy)."""
+    if value is None:
+        return ""
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict) else value
+
+
 def write_metrics_row(run: Path, row: dict[str, Any]) -> None:
     """Insert or replace the row of `row['round']`, keeping rounds in order (rewritten atomically)."""
     rows = [r for r in read_metrics(run) if int(r["round"]) != int(row["round"])]
-    rows.append({k: ("" if row.get(k) is None else row.get(k)) for k in METRIC_COLUMNS})
+    rows.append({k: _csv_cell(row.get(k)) for k in METRIC_COLUMNS})
     rows.sort(key=lambda r: int(r["round"]))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=METRIC_COLUMNS, extrasaction="ignore")

@@ -11,7 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .artifact import find_artifacts
+from .artifact import Artifact, find_artifacts
+from .attempts import current_reward
 from .errors import SsrkitError
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
@@ -60,6 +61,13 @@ def solve_rate_histogram(rates: list[float]) -> dict[str, int]:
 
 
 def build_report(run: Path) -> dict[str, Any]:
+    """Every number of `ssrkit report`, from the artifact files (and pool.json for the pool).
+
+    rounds: `pool.round_metrics` of each round. solve_rate_histogram: per round, the tasks solved that round
+    (new and carried) by solve rate; a task carried into three rounds is counted in each. strategy_mix and
+    order_mix: the valid artifacts the run made (injected or higher-order), each id once however many rounds
+    made it; top_failing_checks: the first failed check of each invalid one, each id once.
+    """
     run = Path(run)
     if not run.is_dir():
         raise SsrkitError(f"{run}: no such run directory")
@@ -74,36 +82,36 @@ def build_report(run: Path) -> dict[str, Any]:
                           f"recipes write it; recipes/README.md){hint}")
     pool = Pool.load(run)
     per_round = [round_metrics(run, n, pool) for n in rounds]
-    rates: list[float] = []  # solve rate of every valid artifact solved, per round it was solved in
-    strategies: Counter[str] = Counter()
-    failing: Counter[str] = Counter()
-    orders: Counter[int] = Counter()
-    n_artifacts = 0
+    made: dict[str, Artifact] = {}  # every artifact the run made, by id, where it first appeared
+    histogram: dict[str, dict[str, int]] = {}
     for n in rounds:
         arts = round_artifacts(run, n)
-        for section, items in arts.items():
-            for a in items:
-                v = a.validation or {}
-                if section != "tasks":
-                    n_artifacts += 1
-                    strategies[a.metadata.strategy] += 1
-                    orders[a.metadata.order] += 1
-                    first = next((c["name"] for c in v.get("checks", []) if c["status"] == "failed"), None)
-                    if first:
-                        failing[first] += 1
-                r = a.reward
-                if r and r.get("valid") and r.get("n_attempts"):
-                    rates.append(float(r["solve_rate"]))
+        for a in (*arts["inject"], *arts["higher"]):
+            made.setdefault(a.id, a)
+        histogram[str(n)] = solve_rate_histogram(task_solve_rates([*arts["inject"], *arts["tasks"]]))
+    valid = [a for a in made.values() if a.is_valid]
+    failing = Counter(first for a in made.values() if (first := first_failed_check(a)))
     return {
         "run": str(run),
         "rounds": per_round,
-        "solve_rate_histogram": solve_rate_histogram(rates),
-        "strategy_mix": dict(strategies.most_common()),
-        "order_mix": {str(k): v for k, v in sorted(orders.items())},
+        "solve_rate_histogram": histogram,
+        "strategy_mix": dict(Counter(a.metadata.strategy for a in valid).most_common()),
+        "order_mix": {str(k): v for k, v in sorted(Counter(a.metadata.order for a in valid).items())},
         "top_failing_checks": dict(failing.most_common(5)),
-        "artifacts": n_artifacts,
+        "artifacts": len(made),
+        "valid_artifacts": len(valid),
         "pool": {"active": len(pool.active), "retired": len(pool.entries) - len(pool.active)},
     }
+
+
+def task_solve_rates(artifacts: list[Artifact]) -> list[float]:
+    """The solve rate of each valid artifact with finished attempts (reward.json)."""
+    return [float(r["solve_rate"]) for a in artifacts
+            if (r := current_reward(a)) and r.get("valid") and r.get("n_attempts")]
+
+
+def first_failed_check(artifact: Artifact) -> str | None:
+    return next((c["name"] for c in (artifact.validation or {}).get("checks", []) if c["status"] == "failed"), None)
 
 
 class PlotsUnavailable(SsrkitError):
@@ -148,21 +156,47 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title("Mean rewards per round")
     paths.append(_save(fig, out / "rewards.png"))
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    hist = report["solve_rate_histogram"]
-    ax.bar(list(hist), list(hist.values()), color="tab:blue")
-    ax.set_xlabel("solve rate")
-    ax.set_ylabel("artifacts")
-    ax.set_title("Solve-rate histogram")
-    paths.append(_save(fig, out / "solve_rate_histogram.png"))
+    paths.append(_save(_histogram_figure(plt, report["solve_rate_histogram"]), out / "solve_rate_histogram.png"))
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     mix = report["strategy_mix"] or {"none": 0}
     ax.barh(list(mix), list(mix.values()), color="tab:green")
-    ax.set_xlabel("artifacts")
+    ax.set_xlabel("valid artifacts (each counted once)")
     ax.set_title("Strategy mix")
     paths.append(_save(fig, out / "strategy_mix.png"))
+
+    paths.append(_save(_time_figure(plt, rounds, nums("validate_seconds"), nums("solve_seconds")), out / "time.png"))
     return paths
+
+
+def _time_figure(plt: Any, rounds: list[int], validate: list[float], solve: list[float]) -> Any:
+    """metrics.csv's per-stage seconds, stacked per round."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(rounds, validate, label="validate (new artifacts)", color="tab:purple")
+    ax.bar(rounds, solve, bottom=validate, label="solve + grade (every attempt)", color="tab:orange")
+    ax.set_xlabel("round")
+    ax.set_ylabel("sandbox seconds (summed over units)")
+    ax.set_xticks(rounds)
+    ax.legend()
+    ax.set_title("Time per round and stage")
+    return fig
+
+
+def _histogram_figure(plt: Any, histogram: dict[str, dict[str, int]]) -> Any:
+    """One group of bars per solve-rate bin, one bar per round: the tasks solved in that round."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.8 / max(1, len(histogram))
+    for i, (n, bins) in enumerate(histogram.items()):
+        ax.bar([k + i * width for k in range(len(HISTOGRAM_BINS))], [bins[b] for b in HISTOGRAM_BINS], width,
+               label=f"round {n}")
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(HISTOGRAM_BINS))], list(HISTOGRAM_BINS))
+    ax.set_xlabel("solve rate")
+    ax.set_ylabel("tasks solved in the round")
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    if histogram:
+        ax.legend()
+    ax.set_title("Solve-rate histogram, per round")
+    return fig
 
 
 def _save(fig: Any, path: Path) -> Path:

@@ -625,6 +625,38 @@ def sidecar_path(pid_file: Path) -> Path:
     return pid_file.with_name(pid_file.name + ".json")
 
 
+def start_time(pid: int) -> str | None:
+    """When process `pid` started (clock ticks since boot, field 22 of /proc/PID/stat); None when there is no
+    such process (or no /proc). A pid is reused once its process is gone; the pair (pid, start time) never."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _check_recorded(pid_file: Path, pgid: int, started: str | None) -> None:
+    """ServeError unless process group `pgid` is still the server `pid_file` recorded: its leader, when there
+    is one, started when the record says (after a reboot or a crash the number may name another program's
+    group, which a stop would kill). A record without the time proves nothing."""
+    now = start_time(pgid)
+    if now is not None and now != started:
+        pid_file.unlink(missing_ok=True)
+        sidecar_path(pid_file).unlink(missing_ok=True)
+        raise ServeError(f"process {pgid} is not the server recorded in {pid_file} (it started at another "
+                         f"time: the number was reused, or the record predates ssrkit recording start times); "
+                         f"nothing was stopped and the records were removed — stop your server yourself if it is "
+                         f"still running (kill -- -{pgid} once you checked `ps -o pid,args -g {pgid}`)")
+
+
+def _recorded_start(pid_file: Path) -> str | None:
+    try:
+        state = json.loads(sidecar_path(pid_file).read_text())
+    except (OSError, ValueError):
+        return None
+    started = state.get("started") if isinstance(state, dict) else None
+    return started if isinstance(started, str) else None
+
+
 def record_detached(server: PolicyServer, pid_file: Path) -> None:
     """Write `server`'s process-group id to `pid_file` and its settings (and LoRA adapters) to the sidecar."""
     config = server.config
@@ -641,6 +673,7 @@ def record_detached(server: PolicyServer, pid_file: Path) -> None:
         "ready_timeout": config.ready_timeout,
         "checkpoint": server.checkpoint,
         "model": server.model,
+        "started": start_time(server.pid) if server.pid is not None else None,
     }
     if isinstance(server.strategy, LoRAStrategy):
         state["lora_adapters"] = server.strategy.loaded
@@ -676,6 +709,7 @@ def attach_detached(pid_file: Path) -> PolicyServer:
     except (KeyError, TypeError, ValueError) as exc:
         raise ServeError(f"{sidecar} lacks a server setting ({exc!r}): stop the server and start it again") from None
     check_strategy(config.strategy)
+    _check_recorded(pid_file, pid, state.get("started"))
     strategy = LoRAStrategy(loaded=state.get("lora_adapters")) if config.strategy == "lora" else None
     server = PolicyServer.attach(config, pid, checkpoint, model, strategy)
     if not server.running():
@@ -704,6 +738,7 @@ def stop_detached(pid_file: Path, stop_timeout: float = 30.0) -> int:
         pgid = int(pid_file.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         raise ServeError(f"no server recorded in {pid_file}") from None
+    _check_recorded(pid_file, pgid, _recorded_start(pid_file))
     kill_group(pgid, stop_timeout)
     pid_file.unlink(missing_ok=True)
     sidecar_path(pid_file).unlink(missing_ok=True)

@@ -16,6 +16,7 @@ in one group.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shlex
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import patch as patches
 from .artifact import (ATTEMPTS, BUG_DIFF, CANARY_OUTPUT, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF,
                        Artifact)
-from .attempts import attempt_dir, claim_new_attempt, plan_attempts, read_eval
+from .attempts import attempt_binding, attempt_dir, claim_new_attempt, plan_attempts, read_eval
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
@@ -163,6 +164,7 @@ class Engine:
         else:
             artifact.remove(canary_log)  # a regrade without a canary run: no stale log of an earlier one
         record = eval_record(result, solver=solver, attempt=name, artifact=artifact, solver_info=solver_info)
+        record.update(attempt_binding(artifact, name))  # the files this verdict is about
         artifact.write_json(f"{ATTEMPTS}/{name}/{EVAL}", record)
         return record
 
@@ -194,7 +196,8 @@ class Engine:
         if not fix_path.is_file():
             raise SsrkitError(f"{d}: no {FIX} to re-grade; run `ssrkit solve` to redo this attempt")
         old = read_eval(artifact, name) or {}
-        fix = fix_path.read_bytes().decode("utf-8", "replace")
+        with open(fix_path, "rb") as fh:  # past the diff limit the rest is never read: the verdict is "too large"
+            fix = fh.read(patches.MAX_DIFF_BYTES + 1).decode("utf-8", "replace")
         info = dict(old.get("solver_info") or {})
         info["regraded"] = True
         return self._write_graded(artifact, name, fix, solver=old.get("solver", "unknown"), solver_info=info,
@@ -282,7 +285,7 @@ def solvable(items: list[tuple[Artifact, RepoSource]], *,
     keep, notes = [], []
     for art, source in items:
         data = art.validation
-        if data is not None and data.get("valid") is False and data.get("content_id") in (None, art.content_id()):
+        if data is not None and data.get("valid") is False and data.get("content_id") == art.content_id():
             notes.append(f"skipped {art.path}: invalid (validate it first after fixing it)")
             continue
         load_expectations(art)  # raises the "validate it first" errors
@@ -320,5 +323,7 @@ def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name
     mapping = path_mapping(path, ref, source, sref)
     record = relabel(record, mapping)
     files = relabel_bytes(files, mapping)
+    if FIX in files:  # the fix as the driver writes it
+        record["fix_sha256"] = hashlib.sha256(files[FIX]).hexdigest()
     files[EVAL] = (json.dumps(record, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode()
     return record, files

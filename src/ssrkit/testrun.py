@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 import threading
 import time
@@ -55,6 +56,8 @@ class TestRun:
     reparsed: dict[str, str] | None = None
     #: the parser did not finish within its budget (`parse_error` says so): it hangs on this log
     parse_timed_out: bool = False
+    #: the end of test_parser.py's stderr (its traceback) when the parse failed, kept for the logs
+    parser_stderr: str = ""
 
     @property
     def passed(self) -> set[str]:
@@ -117,6 +120,35 @@ def parse_statuses(text: str) -> dict[str, str]:
             raise ParseError(f"test {clip(repr(k), 300)} has status {clip(repr(v), 300)}; allowed: {', '.join(STATUSES)}")
         out[k] = v.strip().lower()
     return out
+
+
+def why_no_tests(log: str, exit_code: int, script: str) -> str:
+    """What most likely kept a run from giving the parser any test, said so a person can act on it: the
+    script's line endings, or the log's line that names the cause (a runner rejecting an option of a plugin
+    that is not installed, a command or module not found), else the log's first line."""
+    fix = f"check that {TEST_SCRIPT} runs the tests and prints a per-test log (e.g. pytest -rA, with 2>&1)"
+    if "\r\n" in script:
+        return (f"{TEST_SCRIPT} has Windows line endings (CRLF), so bash reads a carriage return at the end of "
+                f"every command; convert it to LF (e.g. dos2unix {TEST_SCRIPT})")
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+
+    def first(*needles: str) -> str | None:
+        return next((ln for ln in lines if any(n in ln for n in needles)), None)
+
+    if line := first("unrecognized arguments", "no such option"):
+        return (f"the test runner rejected an option ({clip(line, 300)!r}): a plugin {TEST_SCRIPT} relies on is "
+                f"not installed where the tests run (e.g. pytest-cov for --cov, pytest-xdist for -n); install it "
+                f"there (activate its virtualenv) or drop the option")
+    if exit_code == 127 or (line := first("command not found")):
+        line = line or first("not found", "No such file or directory") or (lines[0] if lines else "")
+        return (f"a command {TEST_SCRIPT} runs was not found (exit code {exit_code}: {clip(line, 300)!r}); "
+                f"install it where the tests run (activate the virtualenv that has it) or fix the script")
+    if line := first("No module named"):
+        return (f"the tests' Python lacks a module ({clip(line, 300)!r}); activate the virtualenv the tests need "
+                f"before running ssrkit (or give the repository's ssrkit.toml a [sandbox] setup)")
+    if lines:
+        return f"the log begins {clip(lines[0], 300)!r}; {fix}"
+    return f"the log is empty; {fix}"
 
 
 def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float | None = None,
@@ -195,17 +227,30 @@ def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str
     if timed_out:
         return None, f"test_parser.py did not finish within {timeout:.0f}s", output, True
     if exit_code != 0:
-        # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown
-        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
-        lines = [ln for ln in tail.output.strip().splitlines() if ln.strip()] if tail.ok else []
+        # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown,
+        # with the parser's line the traceback names last (a SyntaxError says where only there)
+        tail = parser_stderr(sandbox)
+        lines = [ln for ln in tail.strip().splitlines() if ln.strip()]
         last = clip(lines[-1], 1024) if lines else "no error output"
-        return None, f"test_parser.py exited with code {exit_code}: {last}", output, False
+        where = _PARSER_LINE.findall(tail)
+        at = f" (test_parser.py line {where[-1]})" if where else ""
+        return None, f"test_parser.py exited with code {exit_code}: {last}{at}", output, False
     try:
         return parse_statuses(output), None, output, False
     except ParseError as e:
         return None, clip(str(e)), output, False
 
 
+def parser_stderr(sandbox: Sandbox) -> str:
+    """The end (STDERR_TAIL bytes) of the last parse's stderr in `sandbox`."""
+    try:
+        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
+    except SandboxError:
+        return ""
+    return tail.output if tail.ok else ""
+
+
+_PARSER_LINE = re.compile(r'File "[^"\n]*test_parser\.py", line (\d+)')
 _LOG, _ERR, _OUT2, _RC2 = "test_parser.log", "test_parser.err", "test_parser.out2", "test_parser.rc2"
 _FLAG = "test_parser.timeout"  # `parse_ahead.py` writes `timeout` there when a parse ran out of time
 #: `_ParseAhead`: the waiting script (a template of the same name), its signal to go, what it says it did
@@ -267,6 +312,7 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     done = ahead.parse(run.log) if ahead is not None else None
     if done is not None:
         _set_parse(run, done, None)
+        _keep_stderr(run, ahead.sandbox)
         return run
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
@@ -358,6 +404,13 @@ def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool, 
                       limit: float) -> None:
     done = _run_parser(sandbox, parser, run.log, timeout=budget, twice=twice, limit=limit)
     _set_parse(run, done, last_reparse(sandbox) if twice and done[0] is not None else None)
+    _keep_stderr(run, sandbox)
+
+
+def _keep_stderr(run: TestRun, sandbox: Sandbox) -> None:
+    """A failed parse keeps the parser's stderr (its traceback), for the logs."""
+    if run.parse_error:
+        run.parser_stderr = parser_stderr(sandbox)
 
 
 def _set_parse(run: TestRun, done: tuple[dict[str, str] | None, str | None, str, bool],
@@ -424,6 +477,7 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
         return run
     parsed = _parse_result(sandbox, res.exit_code, res.timed_out or _flagged(sandbox, flag), res.output, budget)
     _set_parse(run, parsed, last_reparse(sandbox) if twice and parsed[0] is not None else None)
+    _keep_stderr(run, sandbox)
     return run
 
 

@@ -34,7 +34,7 @@ from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sa
 from .source import RepoSource
 from .pathmatch import matches
 from .runslots import Ahead, RunSlots
-from .testrun import FAILED, PARSER_TIMEOUT, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests
+from .testrun import FAILED, PARSER_TIMEOUT, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests
 from .text import clip
 from .units import path_mapping, scratch_for
 
@@ -119,6 +119,8 @@ class Report:
     artifact: str
     valid: bool
     checks: list[Check]
+    #: the tests the bug breaks and those it leaves passing, as bug_breaks measured them (also when a later
+    #: check fails; empty when bug_breaks did not run): only a valid artifact's are a task's
     fail_to_pass: list[str]
     pass_to_pass: list[str]
     warnings: list[str] = field(default_factory=list)
@@ -489,11 +491,13 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             sb = ctx.sandbox()
             run = ctx.test_run(sb, "original", [], parse_twice=True, ahead=[("bug+weaken", ctx.diffs("bug+weaken"))])
             status, message = _judge_parser(ctx, sb, run)
-            entry = {"run": run.summary(), "log": run.log, "parser": [status, message]}
+            entry = {"run": run.summary(), "log": run.log, "parser": [status, message],
+                     "parser_stderr": run.parser_stderr}
             if not run.parse_timed_out:  # how long a parse takes is the machine's as much as the parser's
                 engine.cache.put(key, entry)
         else:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
+            ctx.runs["original"].parser_stderr = entry.get("parser_stderr", "")
             ctx.original_cached = True
             ctx.notes.append("original run taken from the cache")
     status, message = entry["parser"]
@@ -508,10 +512,12 @@ def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
                       f"select fewer tests or raise --timeout, or find what hangs in the log's last lines "
                       f"({ctx.artifact.path / LOGS / 'original.log'})")
     if run.parse_error:
-        return FAIL, f"on the original run's log: {run.parse_error}"
+        kept = f"; its stderr: {ctx.artifact.path / _stderr_log_name('original')}" if run.parser_stderr else ""
+        return FAIL, f"on the original run's log: {run.parse_error}{kept}"
     if not run.statuses:
-        return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}); "
-                      f"check that {TEST_SCRIPT} prints a per-test log (e.g. pytest -rA) — see {ctx.artifact.path / LOGS / 'original.log'}")
+        return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}): "
+                      f"{why_no_tests(run.log, run.exit_code, ctx.texts[TEST_SCRIPT])} — see "
+                      f"{ctx.artifact.path / _log_name('original')}")
     again = run.reparsed
     if again is None and "original" in ctx.known:  # a run handed over: parsed once only
         again, _error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log, timeout=ctx.settings.parser_timeout)
@@ -692,8 +698,8 @@ class Validator:
             artifact=str(artifact.path),
             valid=valid,
             checks=checks,
-            fail_to_pass=ctx.fail_to_pass if valid else [],
-            pass_to_pass=ctx.pass_to_pass if valid else [],
+            fail_to_pass=ctx.fail_to_pass,  # what bug_breaks measured, whatever a later check says
+            pass_to_pass=ctx.pass_to_pass,
             warnings=ctx.warnings,
             notes=ctx.notes,
             original_cached=ctx.original_cached,
@@ -707,7 +713,7 @@ class Validator:
             seconds=time.monotonic() - started,
             budget={"seconds": self.settings.wall_budget, "used": round(ctx.used, 3)},
             created=now_iso(),
-            logs={_log_name(name): run.log for name, run in ctx.runs.items()},
+            logs=_logs(ctx.runs),
         )
 
 
@@ -730,6 +736,18 @@ def _run_checks(ctx: _Context) -> None:
 def _log_name(run_name: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_name.replace("+", "-"))
     return f"{LOGS}/{safe}.log"
+
+
+def _stderr_log_name(run_name: str) -> str:
+    """Where the stderr of a run's failed parse is kept, next to the run's log."""
+    return _log_name(run_name).removesuffix(".log") + ".parser-stderr.log"
+
+
+def _logs(runs: dict[str, TestRun]) -> dict[str, str]:
+    """The raw logs of the runs, and the parser's stderr of those whose parse failed."""
+    out = {_log_name(name): run.log for name, run in runs.items()}
+    out.update({_stderr_log_name(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
+    return out
 
 
 def _run_entry(name: str, run: TestRun) -> dict[str, Any]:

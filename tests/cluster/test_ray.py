@@ -76,6 +76,10 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
             rec = json.loads((rd / "eval.json").read_text())
             assert rec["artifact"] == str(ra.path) and rec["passed"] == json.loads((d / "eval.json").read_text())["passed"]
             assert (rd / "test_output.log").is_file()
+        from ssrkit.attempts import scored_attempts
+
+        # written here from what the node sent: bound to this artifact's files and fix.diff, so rewarded
+        assert [s.source for s in scored_attempts(ra)] == ["eval.json"] * len(la.attempt_dirs())
 
 
 def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):

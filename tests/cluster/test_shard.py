@@ -57,7 +57,7 @@ def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos,
             validated += json.loads(res.stdout)
         for s in shards:
             extra = ["--shard", s] if s else []
-            res = cli("solve", str(root), "--solver", "repair", "--partial", "-n", "2", "--jobs", "2", "--json", *extra)
+            res = cli("solve", str(root), "--solver", "repair", "--partial", "--attempts", "2", "--jobs", "2", "--json", *extra)
             assert res.returncode == 0, res.stderr
             solved += json.loads(res.stdout)
         for s in shards:

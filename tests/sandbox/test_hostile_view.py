@@ -217,3 +217,18 @@ def test_once_the_copy_of_etc_is_ready_one_mount_replaces_the_covering_ones(shar
         readable = [p for p in etc_secrets() if os.path.isfile(p)]
         out = sb.run(" ; ".join(f"wc -c < {p}" for p in readable[:5]) + "; echo end", timeout=30).output.split()
         assert out[-1] == "end" and all(n == "0" for n in out[:-1])
+
+
+def test_read_small_sizes_a_file_before_reading_it(opener, shared_repo):
+    """Issue 26.4: what a model hands over is read through `read_small`: a 900 MB sparse file, or a link to one,
+    is refused by its size before any of it is read; a small file is read as it is."""
+    from ssrkit.sandbox import FileTooLargeError
+
+    sb = opener(shared_repo)
+    assert sb.run("truncate -s 900M big.bin && ln -s big.bin link.bin && printf hi > small.txt", timeout=60).ok
+    for path in ("big.bin", "link.bin"):
+        with pytest.raises(FileTooLargeError, match="900.0 MiB, over the 1.0 MiB limit"):
+            sb.read_small(path, 1 << 20)
+    assert sb.read_small("small.txt", 1 << 20) == b"hi"
+    with pytest.raises(FileNotFoundError):
+        sb.read_small("missing.txt", 1 << 20)

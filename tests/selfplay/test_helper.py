@@ -42,6 +42,26 @@ def test_dirs_lists_folders_that_hold_artifacts(tmp_path, capsys):
     (tmp_path / "c").mkdir()
     helper.main(["dirs", *(str(tmp_path / d) for d in ("a", "b", "c", "missing"))])
     assert capsys.readouterr().out.split() == [str(tmp_path / "a")]
+    helper.main(["dirs", "--as-option=--known", *(str(tmp_path / d) for d in ("a", "b", "missing"))])
+    assert capsys.readouterr().out.split() == ["--known", str(tmp_path / "a")]
+
+
+def test_a_rounds_higher_order_step_knows_what_earlier_rounds_made(tmp_path):
+    """Round k passes the higher-order folders of rounds 1..k-1 as --known: a carried task failing the same way
+    again does not make (validate, count) the same higher-order artifact again."""
+    import subprocess
+
+    run = tmp_path / "run"
+
+    def dry(target: str) -> str:
+        return subprocess.run(["make", "-n", "--no-print-directory", "-f", "recipes/selfplay.mk", str(run / target),
+                               f"RUN={run}", "REPOS=/x/calc", "ROUNDS=3"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout
+
+    assert "dirs --as-option=--known )" in dry("round-001/.done/higher-calc")
+    assert f"dirs --as-option=--known {run}/round-001/higher/calc {run}/round-002/higher/calc)" in dry(
+        "round-003/.done/higher-calc")
+    assert "$known --max" in dry("round-003/.done/higher-calc")
 
 
 def test_policy_is_the_newest_finished_checkpoint_of_an_earlier_round(tmp_path):

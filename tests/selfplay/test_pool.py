@@ -15,6 +15,8 @@ from ssrkit.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_la
 from ssrkit.reward import reward_record
 from ssrkit.source import RepoSource
 
+from fixtures.repos import finish_attempt, write_reward_json
+
 
 def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed: list[bool] | None = None,
                   strategy: str = "expression") -> Artifact:
@@ -29,13 +31,12 @@ def make_artifact(dest: Path, repo: Path, k: int, *, valid: bool = True, passed:
                                        "fail_to_pass": [f"t{k}"], "pass_to_pass": [], "seconds": 1.5,
                                        "content_id": art.content_id()})
     for i, ok in enumerate(passed or [], start=1):
-        atomic_write_json(dest / "attempts" / f"{i:03d}" / "eval.json",
-                          {"passed": ok, "reason": "", "tests": {}, "exit_code": 0, "attempt": f"{i:03d}",
-                           "seconds": 2.0, "solver_info": {"seconds": 3.0}})
+        finish_attempt(dest, f"{i:03d}", {"passed": ok, "reason": "", "tests": {}, "exit_code": 0,
+                                          "seconds": 2.0, "solver_info": {"seconds": 3.0}})
     if passed is not None or not valid:
         record = reward_record(valid=valid, passed=list(passed or []), alpha=0.8,
                                attempts=[f"{i:03d}" for i in range(1, len(passed or []) + 1)] if valid else None)
-        atomic_write_json(dest / "reward.json", {"artifact": str(dest), **record})
+        write_reward_json(dest, {"artifact": str(dest), **record})
     return Artifact(dest)
 
 
@@ -93,6 +94,22 @@ def test_select_skips_a_half_copied_task(tmp_path, repo):
     assert len(carried) == 1 and (carried[0] / "artifact.toml").is_file() and not partial.exists()
 
 
+@pytest.mark.parametrize("field,value", [("id", "../../../../victim"), ("repo", ".."), ("path", "../../elsewhere")])
+def test_pool_records_never_steer_a_copy_outside_the_run(tmp_path, repo, field, value):
+    """pool.json names where carried tasks are copied (round-N/tasks/<repo>/<id>, a `.<id>.partial` removed
+    first) and what is copied: an edited record is refused, and nothing outside the run is written or removed."""
+    run = tmp_path / "run"
+    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[True, False])
+    close_round(run, 1)
+    (round_dir(run, 2) / "inject").mkdir(parents=True)
+    data = json.loads((run / POOL).read_text())
+    data["entries"][0][field] = value
+    (run / POOL).write_text(json.dumps(data))
+    with pytest.raises(SsrkitError, match="pool.json: .*(not a name|not inside the run)"):
+        select_tasks(run, 2, n_new=1, old_ratio=0.5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mylib", "run"]
+
+
 def test_retire_rules(tmp_path, repo):
     run = tmp_path / "run"
     # always solved, never solved, mixed
@@ -130,7 +147,8 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     assert [r["round"] for r in rows] == ["1"]
     assert first["injected"] == 6  # 2 artifacts + 4 candidates the injector discarded
     assert first["valid"] == 1 and first["validity_rate"] == round(1 / 6, 4)
-    assert json.loads(first["validity_by_strategy"]) == {"expression": "1/6"}
+    assert first["validity_by_strategy"] == {"expression": "1/6"}  # an object, in round.json and report.json
+    assert json.loads(read_metrics(run)[0]["validity_by_strategy"]) == {"expression": "1/6"}  # JSON in the CSV
     assert (first["tasks"], first["attempts"], first["solved"], first["solve_rate"]) == (1, 4, 1, 0.25)
     assert first["injector_reward_mean"] == round((1 - 1.8 * 0.25 - 1.0) / 2, 4)  # valid a, invalid b (−1)
     assert first["solver_reward_mean"] == -0.5
@@ -143,3 +161,27 @@ def test_close_is_idempotent_and_metrics_keep_one_row_per_round(tmp_path, repo):
     assert [r["round"] for r in read_metrics(run)] == ["1", "2"]
     with pytest.raises(SsrkitError, match="does not exist"):
         close_round(run, 7)
+
+
+def two_rounds_with_a_higher_order_artifact_made_twice(run: Path, repo: Path) -> None:
+    """Round 1 makes higher-order h1 (valid) and h2 (invalid) from its task a; round 2 carries a, whose
+    attempts fail the same way, so the same h1 (same id) is made again, next to a new h3."""
+    make_artifact(inject_dir(run, 1) / "a", repo, 1, passed=[False, False, True])
+    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
+    make_artifact(round_dir(run, 1) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
+    close_round(run, 1)
+    make_artifact(inject_dir(run, 2) / "b", repo, 2, passed=[False, True, True])
+    make_artifact(round_dir(run, 2) / "tasks" / "mylib" / "a", repo, 1, passed=[False, False, False])
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h1", repo, 11, strategy="higher_order")
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h2", repo, 12, strategy="higher_order", valid=False)
+    make_artifact(round_dir(run, 2) / "higher" / "mylib" / "h3", repo, 13, strategy="higher_order")
+    close_round(run, 2)
+
+
+def test_a_higher_order_artifact_made_again_in_a_later_round_is_not_counted_again(tmp_path, repo):
+    run = tmp_path / "run"
+    two_rounds_with_a_higher_order_artifact_made_twice(run, repo)
+    rows = read_metrics(run)
+    assert [int(r["higher_order"]) for r in rows] == [1, 1]  # h1 in round 1; only h3 is new in round 2
+    assert json.loads((round_dir(run, 2) / "round.json").read_text())["higher_order"] == 1
+    assert sorted(e.path.split("/")[-1] for e in Pool.load(run).entries.values()) == ["a", "b", "h1", "h3"]

@@ -50,7 +50,8 @@ def _json(p: Path):
 def recompute(run: Path) -> dict:
     """Every number the report shows, from validation.json, inject.json, attempts/*/eval.json, pool.json."""
     rounds = []
-    rates_all = []
+    rates_by_round: dict[str, list[float]] = {}
+    higher_before: set[str] = set()
     for rd in sorted(run.glob("round-[0-9][0-9][0-9]")):
         new = _artifacts(rd / "inject")
         carried = _artifacts(rd / "tasks")
@@ -69,7 +70,7 @@ def recompute(run: Path) -> dict:
             sol += [1.0 if p else -1.0 for p in passed]
             s = sum(passed) / len(passed) if passed else None
             if s is not None:
-                rates_all.append(s)
+                rates_by_round.setdefault(rd.name.split("-")[1].lstrip("0"), []).append(s)
             if a in new:
                 inj.append(-1.0 if not valid[a] else -0.8 if s in (0.0, 1.0) else 1 - 1.8 * s)
             reward = _json(a / "reward.json")
@@ -77,7 +78,9 @@ def recompute(run: Path) -> dict:
             assert reward["n_attempts"] == len(passed) and reward["n_solved"] == sum(passed)
             if a in new:
                 assert reward["injector_reward"] == pytest.approx(inj[-1])
-        higher = [a for a in _artifacts(rd / "higher") if (_json(a / "validation.json") or {}).get("valid")]
+        made = _artifacts(rd / "higher")  # a higher-order artifact an earlier round made already is not new
+        higher = [a for a in made if (_json(a / "validation.json") or {}).get("valid") and a.name not in higher_before]
+        higher_before |= {a.name for a in made}
         injected = len(new) + discarded
         rounds.append({
             "round": int(rd.name.split("-")[1]), "injected": injected, "valid": sum(valid[a] for a in new),
@@ -86,7 +89,7 @@ def recompute(run: Path) -> dict:
             "injector_reward_mean": sum(inj) / len(inj) if inj else None,
             "solver_reward_mean": sum(sol) / len(sol) if sol else None, "higher_order": len(higher)})
     pool = json.loads((run / "pool.json").read_text())["entries"]
-    return {"rounds": rounds, "rates": rates_all,
+    return {"rounds": rounds, "rates": rates_by_round,
             "pool_active": sum(1 for e in pool if e["retired"] is None),
             "pool_retired": sum(1 for e in pool if e["retired"] is not None)}
 
@@ -110,7 +113,10 @@ def assert_report_matches(run: Path, report: dict) -> dict:
             assert got["validity_rate"] == pytest.approx(want["valid"] / want["injected"], abs=1e-4)
     assert report["pool"] == {"active": truth["pool_active"], "retired": truth["pool_retired"]}
     assert report["rounds"][-1]["pool_size"] == truth["pool_active"]
-    assert report["solve_rate_histogram"] == solve_rate_histogram(truth["rates"])
+    assert report["solve_rate_histogram"] == {str(r["round"]): solve_rate_histogram(truth["rates"].get(str(r["round"]), []))
+                                              for r in truth["rounds"]}
+    for (n, bins), want in zip(report["solve_rate_histogram"].items(), truth["rounds"]):
+        assert sum(bins.values()) == len(truth["rates"].get(n, [])) <= want["tasks"]
     return truth
 
 
@@ -122,7 +128,7 @@ def test_report_matches_the_artifacts_on_disk(offline_run):
                            capture_output=True, text=True, check=True, env=recipe_env())
     assert json.loads(fresh.stdout)["rounds"] == saved["rounds"]
     assert sorted(Path(p).name for p in saved["plots"]) == [
-        "rates.png", "rewards.png", "solve_rate_histogram.png", "strategy_mix.png"]
+        "rates.png", "rewards.png", "solve_rate_histogram.png", "strategy_mix.png", "time.png"]
 
 
 def test_report_without_matplotlib_says_so_and_still_reports(offline_run, tmp_path):
@@ -154,3 +160,26 @@ def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
     (art / "bug_inject.diff").write_text("")
     with pytest.raises(SsrkitError, match="it holds artifacts: `ssrkit reward` scores them"):
         build_report(tmp_path / "arts")
+
+
+def test_strategy_mix_counts_each_valid_artifact_once_and_the_histogram_is_per_round(tmp_path):
+    """A higher-order artifact made in two rounds, and an invalid one, do not swell the mix; the histogram
+    counts each round's tasks in that round (round.json's `tasks`), not task-rounds pooled over the run."""
+    from test_pool import two_rounds_with_a_higher_order_artifact_made_twice
+    from ssrkit.report import build_report, write_plots
+
+    repo = tmp_path / "mylib"
+    repo.mkdir()
+    run = tmp_path / "run"
+    two_rounds_with_a_higher_order_artifact_made_twice(run, repo)
+    report = build_report(run)
+    assert report["strategy_mix"] == {"expression": 2, "higher_order": 2}  # a, b; h1 (twice on disk), h3
+    assert report["order_mix"] == {"1": 4}  # (hand-made: every one says order 1)
+    assert (report["artifacts"], report["valid_artifacts"]) == (5, 4)  # h2 is made (twice) but invalid
+    assert report["solve_rate_histogram"] == {
+        "1": {"0%": 0, "≤25%": 0, "≤50%": 1, "≤75%": 0, "<100%": 0, "100%": 0},  # a: 1/3
+        "2": {"0%": 1, "≤25%": 0, "≤50%": 0, "≤75%": 1, "<100%": 0, "100%": 0}}  # a: 0/3, b: 2/3
+    assert [r["higher_order"] for r in report["rounds"]] == [1, 1]
+    assert all(isinstance(r["validity_by_strategy"], dict) for r in report["rounds"])
+    plots = write_plots(report, tmp_path / "plots")
+    assert [p.name for p in plots][-1] == "time.png" and plots[-1].read_bytes()[:4] == b"\x89PNG"

@@ -3,14 +3,16 @@
 from ssrkit.artifact import Artifact
 from ssrkit.attempts import claim_new_attempt, plan_attempts
 
+from fixtures.repos import finish_attempt
+
 
 def make(tmp_path, finished, unfinished):
+    (tmp_path / "bug_inject.diff").write_text("x")
     for name in finished + unfinished:
         d = tmp_path / "attempts" / name
         d.mkdir(parents=True)
         if name in finished:
-            (d / "eval.json").write_text("{}")
-    (tmp_path / "bug_inject.diff").write_text("x")
+            finish_attempt(tmp_path, name, {"passed": False})
     return Artifact(tmp_path)
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,7 +93,7 @@ def test_check_task_repo_finds_no_problem(exported):
         assert inst["base_commit"] == task.base_commit and inst["repo"].startswith("ssrkit/")
 
 
-def run_swebench(task_dir: Path, patch: str, work: Path) -> dict:
+def run_swebench(task_dir: Path, patch: str, work: Path, env: dict[str, str] | None = None) -> dict:
     """The harness's steps on a work tree: model patch applied, its eval script run, the log graded."""
     repo_mod = pytest.importorskip("swebench.task.repo")
     utils = pytest.importorskip("swebench.harness.utils")
@@ -104,7 +106,7 @@ def run_swebench(task_dir: Path, patch: str, work: Path) -> dict:
     script.write_text(spec.eval_script)
     # one stream, as the harness's exec_run gives it: the markers are `set -x` traces on stderr
     proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env={**ENV, "SSRKIT_WORKDIR": str(work)}, timeout=300)
+                          env={**ENV, "SSRKIT_WORKDIR": str(work), **(env or {})}, timeout=300)
     log = work.parent / f"{work.name}-test_output.txt"
     log.write_text(proc.stdout)
     pred = {"instance_id": inst["instance_id"], "model_patch": patch, "model_name_or_path": "ssrkit"}
@@ -157,13 +159,19 @@ def test_jsonl_instances_make_swebench_test_specs(exported):
 
 # -- Harbor ---------------------------------------------------------------------------------------
 
-def harbor_reward(task_dir: Path, fix: str, work: Path) -> tuple[float, dict]:
+def harbor_reward(task_dir: Path, fix: str, work: Path, *, env: dict[str, str] | None = None,
+                  wrap: list[str] | None = None, timeout: float = 600) -> tuple[float, dict]:
+    """Harbor's verifier on a clone of the snapshot with `fix` applied: (reward.txt, ssrkit_eval.json).
+    `env` adds to the verifier's environment; `wrap` is a command line around `bash test.sh`."""
     clone_snapshot(task_dir / "environment" / core.BUNDLE, work)
     git_apply(work, fix)
     logs = work.parent / f"{work.name}-logs"
-    subprocess.run(["bash", str(task_dir / "tests" / "test.sh")], capture_output=True, text=True, timeout=600,
-                   env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_VERIFIER_LOGS": str(logs)})
-    return float((logs / "reward.txt").read_text()), json.loads((logs / "ssrkit_eval.json").read_text())
+    subprocess.run([*(wrap or []), "bash", str(task_dir / "tests" / "test.sh")], capture_output=True, text=True,
+                   timeout=timeout, env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_VERIFIER_LOGS": str(logs),
+                                     **(env or {})})
+    reward = float((logs / "reward.txt").read_text())
+    assert json.loads((logs / "reward.json").read_text()) == {"reward": reward}  # Harbor reads this one first
+    return reward, json.loads((logs / "ssrkit_eval.json").read_text())
 
 
 def harbor_layout_ok(task_dir: Path) -> None:
@@ -236,6 +244,165 @@ def test_harbor_canary_catches_a_forged_runner_as_ssrkit_does(exported, tmp_path
     assert reward == 0.0 and verdict["canary"]["status"] == "forged" and verdict["reason"] == rec["reason"]
 
 
+# -- an agent that was root in the verifier's container (issue 26) ----------------------------------
+
+AGENT_CODE = """#!/bin/sh
+# the agent's code, run by git: says it ran, then rewrites the reward once the verifier is done
+echo "$0" >> {marker}
+(sleep 1; echo 1 > {logs}/reward.txt; echo '{{"reward": 1}}' > {logs}/reward.json) >/dev/null 2>&1 &
+exit 1
+"""
+
+
+def agent_home(tmp_path: Path, logs: Path) -> tuple[Path, Path]:
+    """A HOME as an agent that fixed nothing may leave it: ~/.gitconfig naming an fsmonitor and a hooks
+    directory whose code rewrites the reward after the verifier; (HOME, the file its code appends to)."""
+    home, marker = tmp_path / "agent-home", tmp_path / "agent-code-ran"
+    hooks = home / "hooks"
+    hooks.mkdir(parents=True)
+    for name in ("fsmonitor", "reference-transaction", "post-checkout", "post-index-change", "pre-auto-gc"):
+        (hooks / name).write_text(AGENT_CODE.format(marker=marker, logs=logs))
+        (hooks / name).chmod(0o755)
+    (home / ".gitconfig").write_text(f"[core]\n\tfsmonitor = {hooks / 'fsmonitor'}\n\thooksPath = {hooks}\n")
+    return home, marker
+
+
+@pytest.mark.parametrize("name", HARBOR)
+def test_harbor_runs_none_of_the_agents_git_configuration(exported, name, tmp_path):
+    """An agent that fixed nothing, set core.fsmonitor and core.hooksPath in ~/.gitconfig to code that rewrites
+    the reward once the verifier is done, and wrote reward.json itself (Harbor reads it before reward.txt):
+    the verifier's git runs none of it, and both reward files say 0."""
+    task = exported[0][name][2]
+    logs = tmp_path / "w-logs"
+    home, marker = agent_home(tmp_path, logs)
+    logs.mkdir()
+    (logs / "reward.json").write_text('{"reward": 1}\n')
+    reward, verdict = harbor_reward(exported[2] / task.instance_id, "", tmp_path / "w", env={"HOME": str(home)})
+    time.sleep(1.5)  # what the agent's code started would have rewritten the reward by now
+    assert not marker.exists(), f"git ran the agent's code: {marker.read_text()}"
+    assert reward == 0.0 and not verdict["passed"]
+    assert (logs / "reward.txt").read_text() == "0\n" and json.loads((logs / "reward.json").read_text()) == {"reward": 0}
+
+
+#: an agent's process left running: whenever there is a reward, it makes it 1
+REWRITER = ("while :; do if [ -s {logs}/reward.txt ]; then echo 1 > {logs}/reward.txt; "
+            "echo '{{\"reward\": 1}}' > {logs}/reward.json; fi; sleep 0.05; done")
+
+
+@pytest.mark.parametrize("name", HARBOR)
+def test_harbor_writes_the_reward_after_the_agents_processes_are_gone(exported, name, tmp_path):
+    """The task's container, as a pid namespace whose pid 1 stays up after the verifier (as Harbor's does, until
+    it has read the reward) and the variable the task image sets: a process the agent left (setsid, reparented
+    to pid 1) that rewrites any reward to 1 is killed before the reward is written."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap (bwrap) makes the container's pid namespace; apt-get install bubblewrap")
+    task = exported[0][name][2]
+    logs = tmp_path / "w-logs"
+    agent = f"(setsid sh -c {shlex.quote(REWRITER.format(logs=logs))} >/dev/null 2>&1 &); sleep 0.2"
+    wrap = [bwrap, "--unshare-pid", "--dev-bind", "/", "/", "--proc", "/proc", "--die-with-parent", "sh", "-c",
+            f'{agent}; "$@"; status=$?; sleep 1.5; exit $status', "container"]
+    reward, verdict = harbor_reward(exported[2] / task.instance_id, "", tmp_path / "w", wrap=wrap,
+                                    env={core.TASK_CONTAINER_ENV: "1"})
+    assert reward == 0.0 and not verdict["passed"], verdict["reason"]
+    assert verdict["ended_processes"] >= 1
+
+
+HOLDER = """
+import os as _os, subprocess as _sp
+if not _os.environ.get("SSRKIT_TEST_HOLDER"):
+    _os.environ["SSRKIT_TEST_HOLDER"] = "1"
+    # a process outside the tests' process group holding the test script's output open
+    with open(f"/proc/{{_os.getppid()}}/fd/1", "wb") as _out:
+        _p = _sp.Popen(["setsid", "sleep", "120"], stdout=_out, stderr=_out, stdin=_sp.DEVNULL)
+    with open({pidfile!r}, "a") as _f:
+        _f.write(f"{{_p.pid}}\\n")
+"""
+
+
+@pytest.mark.parametrize("name", HARBOR)
+def test_harbor_verifier_does_not_wait_for_a_process_holding_the_tests_output(exported, name, tmp_path):
+    """A fix whose code starts a process that leaves the tests' process group and keeps their output open: the
+    verdict comes when the test script ends (the verifier used to wait for the end of the output: a hang past
+    Harbor's verifier timeout, and no reward)."""
+    task = exported[0][name][2]
+    task_dir = exported[2] / task.instance_id
+    pidfile = tmp_path / "holders"
+    clone_snapshot(task_dir / "environment" / core.BUNDLE, tmp_path / "src")
+    target = next(p for p in core.patches.touched_files(task.patch) if p.endswith(".py"))
+    with open(tmp_path / "src" / target, "a") as fh:
+        fh.write(HOLDER.format(pidfile=str(pidfile)))
+    fix = subprocess.run(["git", "diff"], cwd=tmp_path / "src", capture_output=True, text=True, check=True).stdout
+    try:
+        started = time.monotonic()
+        reward, verdict = harbor_reward(task_dir, fix, tmp_path / "w", timeout=100)
+        assert reward == 0.0 and not verdict["passed"]
+        assert time.monotonic() - started < 100
+    finally:
+        for pid in (pidfile.read_text().split() if pidfile.exists() else []):
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
+
+
+def test_an_export_never_replaces_a_linked_task_directory(exported, tmp_path):
+    """`--out DIR` where DIR/<instance_id> is a symlink to a directory of the user's: refused, left alone (an
+    export replaces its task directories)."""
+    task = exported[0][HARBOR[0]][2]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "keep.txt").write_text("mine")
+    for dest, write in ((tmp_path / "harbor", core.write_harbor_task),
+                        (tmp_path / "swebench" / "tasks", lambda t, d: core.write_swebench_task(t, d, "x/y", "b"))):
+        dest.mkdir(parents=True)
+        (dest / task.instance_id).symlink_to(mine)
+        with pytest.raises(SsrkitError, match="is a symlink"):
+            write(task, dest)
+        assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
+
+
+def forging_fix(task_dir: Path, work: Path, ids: list[str]) -> str:
+    """A fix whose code, when the tests import it, writes a `--- PASS` line for every required test into the
+    grader's own output (/proc/PID/fd/1 of its ancestor grade.py: root in the container may) and ends the run
+    before any test is reported."""
+    clone_snapshot(task_dir / core.BUNDLE, work)
+    target = next(p for p in core.patches.touched_files((task_dir / "gold.patch").read_text()) if p.endswith(".py"))
+    code = f"""
+import os as _os
+_pid = _os.getppid()
+while _pid > 1:
+    try:
+        if b"grade.py" in open(f"/proc/{{_pid}}/cmdline", "rb").read():
+            with open(f"/proc/{{_pid}}/fd/1", "w") as _out:
+                _out.write("".join(f"--- PASS: {{_i}} (0s)\\n" for _i in {ids!r}))
+            _os._exit(0)
+        _pid = int(open(f"/proc/{{_pid}}/stat").read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        break
+"""
+    with open(work / target, "a") as fh:
+        fh.write(code)
+    return subprocess.run(["git", "diff"], cwd=work, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("name", HARBOR)
+def test_swebench_eval_trusts_neither_git_configuration_nor_lines_the_fix_wrote(exported, name, tmp_path):
+    """eval.sh: git runs none of the configuration in HOME (hooks, fsmonitor); and a fix whose code writes
+    `--- PASS` lines for the required tests into the grader's output, then ends the run, is not resolved: every
+    required test the run did not report gets a FAIL line after them."""
+    task = exported[0][name][2]
+    task_dir = exported[1] / "tasks" / task.instance_id
+    home, marker = agent_home(tmp_path, tmp_path / "unused")
+    report = run_swebench(task_dir, "", tmp_path / "w", env={"HOME": str(home)})
+    assert not marker.exists(), f"git ran the configured code: {marker.read_text()}"
+    assert not report["resolved"]
+    fix = forging_fix(task_dir, tmp_path / "forge", [*task.fail_to_pass, *task.pass_to_pass])
+    report = run_swebench(task_dir, fix, tmp_path / "w2")
+    assert not report["resolved"], report["log"][-3000:]
+    assert "--- PASS" in report["log"]  # the forged lines were there
+
+
 # -- the command line -----------------------------------------------------------------------------
 
 def ssrkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -287,10 +454,20 @@ def task_image(exported):
             pytest.skip(f"cannot build the base image {BASE_IMAGE}: {e}")
     task = exported[0][SPACED][2]
     client = docker.from_env()
-    client.images.build(path=str(exported[1] / "tasks" / task.instance_id), tag=task.image, network_mode="none",
-                        rm=True, forcerm=True)
+    build_task_image(exported, task)
     yield task
     client.images.remove(task.image, force=True)
+
+
+def build_task_image(exported, task) -> None:
+    """(Re)build the task's image (SWE-bench's run_instance removes the instance image it ran)."""
+    import docker
+
+    from ssrkit.image import image_exists
+
+    if not image_exists(task.image):
+        docker.from_env().images.build(path=str(exported[1] / "tasks" / task.instance_id), tag=task.image,
+                                       network_mode="none", rm=True, forcerm=True)
 
 
 @pytest.mark.docker
@@ -330,3 +507,51 @@ def test_swebench_eval_command_on_the_jsonl(exported, task_image, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "gold.jsonl.json").read_text())
     assert report["resolved_ids"] == [task_image.instance_id], report
+
+
+@pytest.mark.docker
+def test_harbor_verifier_in_the_task_image_ends_what_the_agent_left(exported, task_image):
+    """Harbor's order in the task's own image: the agent (root) configures git to run its code, writes
+    reward.json and leaves a process that rewrites any reward to 1; then `tests/test.sh` runs, and the container
+    stays up while the reward is read. The reward is 0, git ran none of the agent's code, and the process was
+    ended before the reward was written."""
+    import io
+    import tarfile
+
+    import docker
+
+    client = docker.from_env()
+    build_task_image(exported, task_image)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(exported[2] / task_image.instance_id / "tests", arcname="tests")
+    cont = client.containers.run(task_image.image, ["sleep", "infinity"], detach=True, network_mode="none")
+    try:
+        assert cont.put_archive("/", buf.getvalue())
+        logs, marker = "/logs/verifier", "/tmp/agent-code-ran"
+        hook = AGENT_CODE.format(marker=marker, logs=logs)
+        agent = "\n".join([
+            f"mkdir -p {logs} /root/hooks && echo '{{\"reward\": 1}}' > {logs}/reward.json",
+            *(f"printf %s {shlex.quote(hook)} > /root/hooks/{n} && chmod 755 /root/hooks/{n}"
+              for n in ("fsmonitor", "reference-transaction", "post-checkout", "post-index-change")),
+            "printf '[core]\\n\\tfsmonitor = /root/hooks/fsmonitor\\n\\thooksPath = /root/hooks\\n' > /root/.gitconfig",
+            "git -C /testbed status >/dev/null; test -s " + marker,  # the agent's configuration works
+            f"(setsid sh -c {shlex.quote(REWRITER.format(logs=logs))} >/dev/null 2>&1 &)",
+        ])
+        code, out = cont.exec_run(["sh", "-c", agent], environment={"HOME": "/root"})
+        assert code == 0, out.decode()
+        assert cont.exec_run(["rm", marker]).exit_code == 0
+        code, out = cont.exec_run(["bash", "/tests/test.sh"], environment={"HOME": "/root"})
+        assert code == 0, out.decode()[-3000:]
+        time.sleep(1.5)  # the agent's code would have rewritten the reward by now
+
+        def read(path: str) -> str:
+            return cont.exec_run(["cat", path]).output.decode()
+
+        assert read(f"{logs}/reward.txt") == "0\n" and json.loads(read(f"{logs}/reward.json")) == {"reward": 0}
+        verdict = json.loads(read(f"{logs}/ssrkit_eval.json"))
+        assert not verdict["passed"] and verdict["ended_processes"] >= 1, verdict
+        assert cont.exec_run(["test", "-e", marker]).exit_code == 1, read(marker)
+    finally:
+        cont.remove(force=True)
+

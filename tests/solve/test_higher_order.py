@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ssrkit.artifact import Artifact
-from ssrkit.higher_order import make_all
+from ssrkit.higher_order import known_artifacts, make_all
 from ssrkit.solve import prepare_solver_sandbox
 from ssrkit.solvers import make_solver
 
@@ -67,3 +67,15 @@ def test_failed_attempts_become_valid_order_two_artifacts(engine, calc_artifact,
     assert [o.status for o in again] == ["skipped", "skipped"] and "order 2" in again[1].reason
     rerun = make_all([(art, src)], out, engine.open)
     assert {o.attempt: o.status for o in rerun}["002"] == "duplicate"
+
+    # the next round, on a copy of the same task that failed the same way: what the earlier round made is
+    # known, not made (nor validated, nor counted) again
+    later = tmp_path / "round-2-higher"
+    known = known_artifacts([out], later)
+    assert set(known) == {by["002"].id, by["005"].id}
+    carried = make_all([(art, src)], later, engine.open, known=known)
+    made_before = {o.attempt: o for o in carried if o.reason.startswith("made before")}
+    assert set(made_before) == {"002", "003", "005"} and all(o.status == "skipped" for o in made_before.values())
+    assert not any(o.status in ("created", "duplicate") for o in carried)
+    assert not later.exists() or not any(later.iterdir())
+    assert known_artifacts([out], out) == {}  # --out itself is this run's own: never "made before"

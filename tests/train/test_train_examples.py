@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from train_helpers import conversation, encode, make_trajectory, write_artifact
+from fixtures.repos import write_reward_json
 from ssrkit.train.errors import TrainError
 from ssrkit.train.examples import Row, build_examples, rows_from_stored, rows_from_template, trajectory_rows, truncate
 from ssrkit.train.rollouts import find_artifacts, read_rollouts  # noqa: E402
@@ -136,9 +137,9 @@ def test_rewards_pair_with_attempts_by_name_not_position(tmp_path, tiny_tok):
                     enumerate([False, False, True])]
     art = write_artifact(tmp_path, "a", trajectories)
     (art / "attempts" / "000" / "eval.json").unlink()  # interrupted: trajectory but no verdict
-    (art / "reward.json").write_text(json.dumps({
+    write_reward_json(art, {
         "valid": True, "n_attempts": 2, "n_solved": 1, "solve_rate": 0.5, "alpha": 0.8, "injector_reward": 0.1,
-        "solver_rewards": [-1.0, 1.0], "attempts": ["001", "002"]}))
+        "solver_rewards": [-1.0, 1.0], "attempts": ["001", "002"]})
     scan = read_rollouts([art], roles=["solver"])
     got = {Path(r.trajectory).parent.name: r.reward for r in scan.rollouts}
     assert got == {"001": -1.0, "002": 1.0}

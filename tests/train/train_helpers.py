@@ -106,20 +106,24 @@ def write_artifact(
     solver_rewards: list[float] | None = None,
 ) -> Path:
     """An artifact dir: artifact.toml, optional injector trajectory + reward.json, attempts/NNN/{trajectory,eval}."""
+    from ssrkit.artifact import Artifact
+
+    from fixtures.repos import finish_attempt, write_reward_json
+
     art = root / name
     (art / "attempts").mkdir(parents=True)
     (art / "artifact.toml").write_text(
         f'id = "{name}"\nstrategy = "removal"\norder = 1\nbase_commit = "{commit}"\n\n[repo]\nkind = "local"\npath = "{repo}"\n'
     )
+    (art / "bug_inject.diff").write_text(f"the bug of {name}\n")
+    (art / "validation.json").write_text(json.dumps({"valid": True, "fail_to_pass": ["t"], "pass_to_pass": [],
+                                                     "content_id": Artifact(art).content_id()}))
     for i, (trajectory, passed) in enumerate(attempts):
         d = art / "attempts" / f"{i:03d}"
         d.mkdir()
         (d / "trajectory.json").write_text(json.dumps(trajectory))
-        (d / "eval.json").write_text(
-            json.dumps(
-                {"passed": passed, "reason": "ok" if passed else "failed", "tests": {}, "exit_code": 0 if passed else 1}
-            )
-        )
+        finish_attempt(art, d.name, {"passed": passed, "reason": "ok" if passed else "failed", "tests": {},
+                                     "exit_code": 0 if passed else 1})
     n_solved = sum(1 for _, p in attempts if p)
     s = n_solved / len(attempts) if attempts else 0.0
     reward: dict[str, Any] = {
@@ -133,7 +137,7 @@ def write_artifact(
     }
     if injector is not None:
         (art / "trajectory.json").write_text(json.dumps(injector[0]))
-    (art / "reward.json").write_text(json.dumps(reward))
+    write_reward_json(art, {**reward, "attempts": [f"{i:03d}" for i in range(len(attempts))]})
     return art
 
 

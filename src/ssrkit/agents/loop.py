@@ -18,12 +18,21 @@ from typing import Any, Callable
 
 from ..errors import SsrkitError
 from ..patch import unsafe_path_reason
-from ..sandbox.base import Sandbox
+from ..sandbox.base import FileTooLargeError, Sandbox
 from .client import SAMPLING_KEYS, ContextLengthError, ModelClient, ModelError
 from .tools import FORMAT_HELP, FormatError, ToolCall, ToolError, apply_blocks, parse_tool_call, truncate
 from .trajectory import Trajectory
 
 log = logging.getLogger("ssrkit.agents")
+
+#: the largest file the edit and create tools read (a source file is far smaller; a model that points them at a
+#: sparse file of a GB gets a refusal, not a GB read into memory)
+MAX_EDIT_BYTES = 4 * 1024 * 1024
+
+
+class _TooLarge(ToolError):
+    """A file over MAX_EDIT_BYTES: refused unread."""
+
 
 @dataclass
 class AgentConfig:
@@ -165,7 +174,10 @@ class Agent:
             self._write(path, apply_blocks(old, call.blocks, path))
             return f"Edited {path} ({len(call.blocks)} block{'s' if len(call.blocks) > 1 else ''} replaced)."
         content = call.body + ("\n" if call.body and not call.body.endswith("\n") else "")
-        existed = self._read(path) is not None
+        try:
+            existed = self._read(path) is not None
+        except _TooLarge:  # create replaces it, unread
+            existed = True
         parent = posixpath.dirname(path)
         if parent and not existed:
             self.sandbox.run(f"mkdir -p -- {shlex.quote(parent)}", timeout=30)
@@ -205,9 +217,12 @@ class Agent:
 
     def _read(self, path: str) -> str | None:
         try:
-            data = self.sandbox.read_file(path)
+            data = self.sandbox.read_small(path, MAX_EDIT_BYTES)  # sized before it is read: never a GB in memory
         except FileNotFoundError:
             return None
+        except FileTooLargeError as e:
+            raise _TooLarge(f"{path} is {e.strerror}: the edit tool works on text files up to "
+                            f"{MAX_EDIT_BYTES // 1048576} MiB; change it with bash instead.") from None
         except OSError as e:  # a directory, no permission: the model can act on that
             raise ToolError(f"cannot read {path}: {e.strerror or e}") from None
         try:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
+from typer.core import TyperCommand
 
 from ..agents.client import Sampling
 from ..agents.loop import AgentConfig
@@ -20,15 +24,81 @@ from ..source import RepoSource
 from ..testrun import TEST_TIMEOUT
 from ..text import MESSAGE_LIMIT, clip, printable, printable_json
 
-console = Console()
-err_console = Console(stderr=True)
+#: the width of a console whose stream is no terminal (a file, a pipe, make's log): no line is wrapped below it
+UNWRAPPED_WIDTH = 100_000
+
+
+def console_width(stream: IO[str]) -> int | None:
+    """Rich's own width on a terminal, or when $COLUMNS says one; else no wrapping at all. Rich falls back to
+    80 columns where there is no terminal, which cut paths and messages in two under make and broke grep."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return None if tty or os.environ.get("COLUMNS") else UNWRAPPED_WIDTH
+
+
+console = Console(width=console_width(sys.stdout))
+err_console = Console(stderr=True, width=console_width(sys.stderr))
+
+
+class Command(TyperCommand):
+    """A command whose help epilogue keeps every example command on one line, whatever the width.
+
+    Typer wraps the epilogue as one text, so a long example broke mid-command and prose written on several
+    source lines broke raggedly. Here a line starting with `[cyan]` is an example command, printed whole
+    (the terminal folds it, a copy gives it back entire); the other lines of a paragraph are prose, joined
+    and wrapped to the width.
+    """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        epilog, self.epilog = self.epilog, None
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.epilog = epilog
+        if epilog:
+            from typer.rich_utils import MAX_WIDTH  # what the rest of the help is printed with ($TERMINAL_WIDTH)
+
+            print_epilog(epilog, Console(width=MAX_WIDTH))
+
+
+def epilog_blocks(epilog: str) -> list[tuple[str, int, str]]:
+    """The epilogue as (kind, indent, markup) blocks: "command" (one line), "prose" (a paragraph's lines
+    joined) or "blank"."""
+    blocks: list[tuple[str, int, str]] = []
+    for line in epilog.strip("\n").splitlines():
+        text = line.strip()
+        indent = len(line) - len(line.lstrip(" "))
+        if not text:
+            blocks.append(("blank", 0, ""))
+        elif text.startswith("[cyan]"):
+            blocks.append(("command", indent, text))
+        elif blocks and blocks[-1][0] == "prose":
+            kind, first, joined = blocks[-1]
+            blocks[-1] = (kind, first, f"{joined} {text}")
+        else:
+            blocks.append(("prose", indent, text))
+    return blocks
+
+
+def print_epilog(epilog: str, out: Console) -> None:
+    out.print()
+    for kind, indent, markup in epilog_blocks(epilog):
+        if kind == "blank":
+            out.print()
+        elif kind == "command":
+            out.print(" " * (indent + 1) + markup, soft_wrap=True, highlight=False)
+        else:
+            out.print(Padding(Text.from_markup(markup), (0, 1, 0, indent + 1)), highlight=False)
+
 
 # -- option declarations reused by several commands ------------------------------------------------
 RepoOpt = typer.Option(
     "--repo", help="Local repository for artifacts without artifact.toml.", rich_help_panel="Repository",
 )
 ImageOpt = typer.Option(
-    "--image", help="Docker image holding the repository (instead of --repo).", rich_help_panel="Repository",
+    "--image", help="Docker image holding the repository (instead of a local one).", rich_help_panel="Repository",
 )
 WorkdirOpt = typer.Option(
     "--workdir", help="Repository root inside --image (default /testbed).", rich_help_panel="Repository",
@@ -66,6 +136,17 @@ ShardOpt = typer.Option(
 
 def config_for(config: Optional[Path], repo: Optional[Path]) -> Config:
     return load_config(config, repo)
+
+
+def one_repo(arg: Optional[Path], opt: Optional[Path], *, required: bool = True) -> Optional[Path]:
+    """The repository of a command that takes it as an argument or as `--repo` (every command takes
+    `--repo`; `inject` and `image build` also the bare path)."""
+    if arg is not None and opt is not None and Path(arg).resolve() != Path(opt).resolve():
+        raise SsrkitError(f"two repositories given ({arg} and --repo {opt}); give it once")
+    path = opt if opt is not None else arg
+    if path is None and required:
+        raise SsrkitError("give a repository: a path, or --repo PATH")
+    return path
 
 
 def explicit_source(repo: Optional[Path], image: Optional[str], workdir: Optional[str]) -> RepoSource | None:
@@ -120,7 +201,8 @@ ModelOpt = typer.Option("--model", help="Model name served there (llm).", rich_h
 ApiKeyEnvOpt = typer.Option(
     "--api-key-env", help="Variable holding the API key (default OPENAI_API_KEY).", rich_help_panel="Model",
 )
-TemperatureOpt = typer.Option("--temperature", rich_help_panel="Model")
+TemperatureOpt = typer.Option("--temperature", help=f"Sampling temperature (default: \\[agent] temperature, else "
+                              f"{Sampling.temperature:g}).", rich_help_panel="Model")
 MaxTurnsOpt = typer.Option("--max-turns", min=1, help=f"Agent turns per run (default: \\[agent] max_turns, else "
                            f"{AgentConfig.max_turns}).", rich_help_panel="Model")
 MaxTokensOpt = typer.Option("--max-tokens", min=1, help=f"Tokens per model reply (default: \\[agent] max_tokens, else "

@@ -12,7 +12,7 @@ from ..artifact import find_artifacts
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..grade import GradeSettings
-from ..higher_order import NO_CODE_CHANGE, check_out_dir, make_all
+from ..higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
@@ -28,14 +28,17 @@ EPILOG = """
   At most 4 per round, from the artifacts whose attempts failed most often (a re-run makes no more):
   [cyan]ssrkit higher-order runs/r1/artifacts/ --out runs/r1/higher/ --max 4[/]
 
+  Round 2 of a run: not again what round 1 made from the same tasks' failures:
+  [cyan]ssrkit higher-order runs/r2/artifacts/ runs/r2/tasks/ --out runs/r2/higher/ --known runs/r1/higher/[/]
+
   Only write them (validate later), JSON for scripts:
   [cyan]ssrkit higher-order art/3f2a9c1d --out /tmp/ho --no-validate --json | jq '.[] | select(.status=="created") | .path'[/]
 
 Each new artifact is OUT/<id>/: its bug_inject.diff is the combined code diff (parent bug + the failed fix's
 code hunks; its test-file hunks are dropped); test_weaken.diff, test_script.sh, test_files.txt and
 test_parser.py are the parent's; artifact.toml has order = 2, parent and parent_attempt. Attempts that
-passed, changed no code, do not apply or repeat an earlier combined diff are skipped. Order-2 artifacts
-make no further ones.
+passed, changed no code, do not apply or repeat an earlier combined diff (of this run, of --out or of --known)
+are skipped. Order-2 artifacts make no further ones.
 """
 
 
@@ -54,6 +57,11 @@ def higher_order(
         help="At most this many higher-order artifacts in --out (those already "
         "there count); the artifacts failed most often go first.",
     )] = None,
+    known: Annotated[Optional[List[Path]], typer.Option(
+        "--known", help="Artifacts made before (e.g. the higher-order folders of earlier rounds; repeatable): a "
+        "combined diff already made into one of them is not made, validated or counted again.",
+        show_default=False,
+    )] = None,
     jobs: Annotated[Optional[int], JobsOpt] = None,
     executor: Annotated[Optional[str], ExecutorOpt] = None,
     ray_address: Annotated[Optional[str], RayAddressOpt] = None,
@@ -71,6 +79,7 @@ def higher_order(
         raise SsrkitError("--max ranks every parent artifact, so it cannot be split: drop --shard or --max")
     found = find_artifacts(artifacts)
     check_out_dir(out, found)
+    made_before = known_artifacts(known or [], out)
     found = shard_items(found, the_shard, lambda a: a.id)
     explicit = explicit_source(repo, image, workdir)
     items = [(a, source_for(a, explicit)) for a in found]
@@ -81,7 +90,7 @@ def higher_order(
     validator = Validator(Settings.from_config(cfg, jobs=jobs), backend=be, options=options)
     with executor_from_config(cfg, executor, ray_address, validator.settings.jobs) as ex:
         outcomes = make_all(items, out, settings=GradeSettings.from_config(cfg), max_new=max_new, executor=ex,
-                            sandbox=(be, options), validator=validator if validate else None)
+                            sandbox=(be, options), validator=validator if validate else None, known=made_before)
     results: list[dict[str, Any]] = [o.to_dict() for o in outcomes]
     if as_json:
         print_json(results)

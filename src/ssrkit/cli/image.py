@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 
 from .. import image as core
+from .common import Command, err_console, one_repo, safe
 
 image_app = typer.Typer(
     name="image",
@@ -20,21 +19,31 @@ image_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_err = Console(stderr=True)
-
-
 def _log(msg: str) -> None:
-    _err.print(msg, highlight=False, markup=False)
+    err_console.print(msg, highlight=False, markup=False)
 
 
-@image_app.command("build")
+BUILD_EPILOG = """
+[bold]Examples[/]
+
+  [cyan]ssrkit image build ~/src/attrs[/]
+  [cyan]ssrkit image build --repo . --tag attrs:snap1[/]
+  [cyan]ssrkit image build . --base python:3.12-slim[/]     any image you already have
+  [cyan]ssrkit validate runs/a/* --image "$(ssrkit image build . -q)"[/]
+"""
+
+
+@image_app.command("build", epilog=BUILD_EPILOG, cls=Command)
 def build(
-    repo: Annotated[Path, typer.Argument(
-        help="Repository directory, copied as it is on disk (ignored files and .git "
-        "included).",
-    )],
-    tag: Annotated[str, typer.Option(
-        "--tag", "-t", help="Image name [default: ssrkit/<dir>:<state fingerprint>].",
+    repo: Annotated[Optional[Path], typer.Argument(
+        help="Repository directory, copied as it is on disk (ignored files and .git included); or --repo.",
+        show_default=False,
+    )] = None,
+    repo_opt: Annotated[Optional[Path], typer.Option(
+        "--repo", help="The repository directory (the same as the REPO argument).", show_default=False,
+    )] = None,
+    tag: Annotated[Optional[str], typer.Option(
+        "--tag", "-t", help="Image name \\[default: ssrkit/<dir>:<state fingerprint>].", show_default=False,
     )] = None,
     base: Annotated[str, typer.Option(
         "--base", help="Base image holding the toolchain (any local image).",
@@ -46,34 +55,33 @@ def build(
 
     The install runs `pip install --no-build-isolation --no-deps -e .` with no network: it is best effort,
     so dependencies must come with the base image. The image name is printed on stdout.
-
-    [bold]Examples[/]
-
-      ssrkit image build ~/src/attrs
-      ssrkit image build . --tag attrs:snap1
-      ssrkit image build . --base python:3.12-slim     # any image you already have
-      ssrkit validate runs/a/* --image "$(ssrkit image build . -q)"
     """
-    name = core.build_image(str(repo), tag=tag, base=base, workdir=workdir, log=(lambda m: None) if quiet else _log)
+    path = one_repo(repo, repo_opt)
+    name = core.build_image(str(path), tag=tag, base=base, workdir=workdir, log=(lambda m: None) if quiet else _log)
     print(name)
 
 
-@image_app.command("base")
+BASE_EPILOG = """
+[bold]Examples[/]
+
+  [cyan]ssrkit image base[/]
+  [cyan]ssrkit image base --mirror http://deb.debian.org/debian --force[/]
+"""
+
+
+@image_app.command("base", epilog=BASE_EPILOG, cls=Command)
 def base_cmd(
     tag: Annotated[str, typer.Option("--tag", "-t", help="Name of the base image.")] = core.BASE_IMAGE,
     suite: Annotated[str, typer.Option("--suite", help="Debian suite for debootstrap.")] = core.BASE_SUITE,
-    mirror: Annotated[str, typer.Option("--mirror", help="Debian mirror [default: the one apt uses].")] = None,
+    mirror: Annotated[Optional[str], typer.Option(
+        "--mirror", help="Debian mirror \\[default: the one apt uses].", show_default=False,
+    )] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the image exists.")] = False,
 ) -> None:
     """Build the base image with debootstrap (needs root and `debootstrap`; about a minute; cached).
 
     Debian minbase with python3, pytest, coverage, pip, setuptools, git and procps, imported with
     `docker import`. Downloaded packages are cached in /var/cache/ssrkit/debootstrap.
-
-    [bold]Examples[/]
-
-      ssrkit image base
-      ssrkit image base --mirror http://deb.debian.org/debian --force
     """
     print(core.build_base_image(tag, suite=suite, mirror=mirror, force=force, log=_log))
 
@@ -86,7 +94,7 @@ def main() -> None:  # `python -m ssrkit.cli.image ...` (the integrator register
     try:
         image_app(prog_name="ssrkit image")
     except SsrkitError as e:
-        _err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err_console.print(f"[bold red]error:[/] {safe(str(e))}", highlight=False)
         sys.exit(2)
 
 

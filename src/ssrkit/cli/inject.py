@@ -15,9 +15,9 @@ from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
 from ..source import RepoSource, require_git_toplevel
-from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, JobsOpt, JsonOpt,
+from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
-                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, print_json)
+                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, one_repo, print_json)
 from .progress import progress
 
 EPILOG = """
@@ -52,7 +52,7 @@ AGENTS = ("procedural", "llm")
 
 def inject(
     repo: Annotated[Optional[Path], typer.Argument(
-        help="Local repository (a git working tree); or use --image.", show_default=False,
+        help="Local repository (a git working tree); or --repo PATH, or --image.", show_default=False,
     )] = None,
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Directory for the artifacts (out/<id>/).", show_default=False,
@@ -84,10 +84,11 @@ def inject(
     no_validate: Annotated[bool, typer.Option(
         "--no-validate", help="llm: keep injections without validating them.",
     )] = False,
-    image: Annotated[Optional[str], typer.Option(
-        "--image", help="Docker image holding the repository (instead of the repo argument).",
-        rich_help_panel="Repository",
+    repo_opt: Annotated[Optional[Path], typer.Option(
+        "--repo", help="Local repository (a git working tree): the same as the REPO argument.",
+        rich_help_panel="Repository", show_default=False,
     )] = None,
+    image: Annotated[Optional[str], ImageOpt] = None,
     workdir: Annotated[Optional[str], WorkdirOpt] = None,
     backend: Annotated[Optional[str], BackendOpt] = None,
     timeout: Annotated[Optional[float], TimeoutOpt] = None,
@@ -102,8 +103,9 @@ def inject(
 
     Maps which tests cover which functions (per-test coverage, cached), applies bug operators to covered code, pre-screens each candidate with the covering tests (fail-fast), removes the tests that fail to write test_weaken.diff, then validates every artifact like `ssrkit validate`.
     """
+    repo = one_repo(repo, repo_opt, required=False)
     if (repo is None) == (image is None):
-        raise SsrkitError("give a repository path or --image NAME (exactly one)")
+        raise SsrkitError("give a repository (a path, or --repo PATH) or --image NAME: exactly one")
     source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or "/testbed")
     if source.kind == "local":
         require_git_toplevel(Path(source.path), "repository", "inject works on the top of a git work tree (to make "

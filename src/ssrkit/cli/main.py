@@ -8,13 +8,12 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from .. import __version__
 from ..errors import SsrkitError
 from ..sandbox import install_signal_handlers, stopped
 from . import examples, export, higher_order, image, inject, pool, report, reward, serve, show, solve, train, validate
-from .common import safe
+from .common import Command, err_console, safe
 
 app = typer.Typer(
     name="ssrkit",
@@ -25,9 +24,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-err_console = Console(stderr=True)
-
 
 def _version(value: bool) -> None:
     if value:
@@ -64,16 +60,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # -- registration: one line a command --------------------------------------------------------------
-app.command("inject", epilog=inject.EPILOG)(inject.inject)
-app.command("validate", epilog=validate.EPILOG)(validate.validate)
-app.command("show", epilog=show.EPILOG)(show.show)
-app.command("solve", epilog=solve.EPILOG)(solve.solve)
-app.command("reward", epilog=reward.EPILOG)(reward.reward)
-app.command("higher-order", epilog=higher_order.EPILOG)(higher_order.higher_order)
-app.command("train")(train.train)
-app.command("serve")(serve.serve)
-app.command("report", epilog=report.EPILOG)(report.report)
-app.command("export", epilog=export.EPILOG)(export.export)
+app.command("inject", epilog=inject.EPILOG, cls=Command)(inject.inject)
+app.command("validate", epilog=validate.EPILOG, cls=Command)(validate.validate)
+app.command("show", epilog=show.EPILOG, cls=Command)(show.show)
+app.command("solve", epilog=solve.EPILOG, cls=Command)(solve.solve)
+app.command("reward", epilog=reward.EPILOG, cls=Command)(reward.reward)
+app.command("higher-order", epilog=higher_order.EPILOG, cls=Command)(higher_order.higher_order)
+app.command("train", cls=Command)(train.train)
+app.command("serve", cls=Command)(serve.serve)
+app.command("report", epilog=report.EPILOG, cls=Command)(report.report)
+app.command("export", epilog=export.EPILOG, cls=Command)(export.export)
 app.add_typer(pool.pool_app, name="pool")
 app.add_typer(examples.examples_app, name="examples")
 app.add_typer(image.image_app, name="image")

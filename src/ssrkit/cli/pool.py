@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from ..attempts import current_reward
 from ..errors import SsrkitError
 from ..pool import close_round, round_artifacts, round_dir, select_tasks
-from .common import JsonOpt, console, err_console, print_json
+from .common import Command, JsonOpt, console, err_console, print_json
 
 pool_app = typer.Typer(help="The task pool of a run: select old tasks for a round, close a round.",
                        no_args_is_help=True, rich_markup_mode="rich")
@@ -49,7 +50,7 @@ def _check_round(run: Path, round_no: int) -> None:
                           f"{round_dir(run, round_no) / 'inject'}/<repo>/ first")
 
 
-@pool_app.command("select", epilog=SELECT_EPILOG)
+@pool_app.command("select", epilog=SELECT_EPILOG, cls=Command)
 def select(
     run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
     round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round being prepared.")],
@@ -62,7 +63,7 @@ def select(
     """Copy pool artifacts into RUN/round-N/tasks/ to mix with the round's new injections."""
     _check_round(run, round_no)
     new = round_artifacts(run, round_no, ("inject",))["inject"]
-    n_new = sum(1 for a in new if (a.validation or {}).get("valid"))
+    n_new = sum(1 for a in new if a.is_valid)
     unvalidated = sum(1 for a in new if a.validation is None)
     if unvalidated:
         err_console.print(f"[yellow]note:[/] {unvalidated} new artifact(s) of round {round_no} are not validated "
@@ -74,7 +75,7 @@ def select(
         console.print(f"round {round_no}: {n_new} new artifact(s), {len(chosen)} carried from the pool")
 
 
-@pool_app.command("close", epilog=CLOSE_EPILOG)
+@pool_app.command("close", epilog=CLOSE_EPILOG, cls=Command)
 def close(
     run: Annotated[Path, typer.Argument(help="Run directory.", show_default=False)],
     round_no: Annotated[int, typer.Option("--round", "-r", min=1, help="The round that finished.")],
@@ -86,10 +87,11 @@ def close(
     """Add the round's valid artifacts to the pool, record solve rates, retire, append metrics.csv."""
     _check_round(run, round_no)
     arts = round_artifacts(run, round_no, ("inject", "tasks"))
-    unrewarded = [a for s in arts.values() for a in s if (a.validation or {}).get("valid") and a.reward is None]
+    unrewarded = [a for s in arts.values() for a in s if a.is_valid and current_reward(a) is None]
     if unrewarded:
         err_console.print(f"[yellow]note:[/] {len(unrewarded)} valid artifact(s) of round {round_no} have no "
-                          f"reward.json and count as unsolved tasks with no solve rate; run ssrkit solve and "
+                          f"reward.json of their present attempts and count as unsolved tasks with no solve "
+                          f"rate; run ssrkit solve and "
                           f"ssrkit reward on them first (e.g. {escape(str(unrewarded[0].path))})")
     row = close_round(run, round_no, retire_after=retire_after)
     if as_json:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..report import PlotsUnavailable, build_report, sparkline, write_plots
+from ..report import HISTOGRAM_BINS, PlotsUnavailable, build_report, sparkline, write_plots
 from .common import JsonOpt, console, print_json
 
 EPILOG = """
@@ -32,6 +31,17 @@ def _fmt(v: object, pct: bool = False) -> str:
     return str(v)
 
 
+def _histogram_table(histogram: dict[str, dict[str, int]]) -> Table:
+    """Rounds down, solve-rate bins across: each row holds the tasks solved in that round."""
+    h = Table(title="tasks by solve rate, per round", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 0, 0, 1))
+    for col in ("round", *HISTOGRAM_BINS, "tasks"):
+        h.add_column(col, justify="right", no_wrap=True)
+    for n, bins in histogram.items():
+        h.add_row(n, *(str(bins[b]) for b in HISTOGRAM_BINS), str(sum(bins.values())))
+    return h
+
+
 def report(
     run: Annotated[Path, typer.Argument(help="A run directory (holds round-NNN/).", show_default=False)],
     plots: Annotated[Optional[Path], typer.Option(
@@ -40,7 +50,7 @@ def report(
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not write plots.")] = False,
     as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
-    """Show a run: per-round validity, solve rate and rewards, the solve-rate histogram, strategy mix, failing checks."""
+    """Show a run: per-round validity, solve rate and rewards, solve rates per round, time, strategy mix, failing checks."""
     rep = build_report(run)
     written = []
     if not no_plots:
@@ -65,24 +75,18 @@ def report(
                       _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
                       str(r["pool_size"]))
     console.print(table)
-    by_strategy = [(r["round"], json.loads(r["validity_by_strategy"] or "{}")) for r in rounds]
+    by_strategy = [(r["round"], r["validity_by_strategy"] or {}) for r in rounds]
     if any(v for _, v in by_strategy):
         console.print("validity by strategy: " + "; ".join(
             f"round {n}: " + ", ".join(f"{k} {v}" for k, v in mix.items()) for n, mix in by_strategy if mix))
     console.print(f"per round: solve rate {sparkline([r['solve_rate'] for r in rounds], 0, 1)}   "
                   f"injector reward {sparkline([r['injector_reward_mean'] for r in rounds], -1, 1)}   "
                   f"solver reward {sparkline([r['solver_reward_mean'] for r in rounds], -1, 1)}")
-    hist = rep["solve_rate_histogram"]
-    peak = max(hist.values()) or 1
-    h = Table(title="solve rates (all rounds)", title_justify="left",
-              show_header=False, box=box.SIMPLE)
-    h.add_column(justify="right")
-    h.add_column()
-    for k, v in hist.items():
-        h.add_row(k, "█" * round(20 * v / peak) + f" {v}")
-    console.print(h)
+    console.print(_histogram_table(rep["solve_rate_histogram"]))
+    console.print("sandbox time (summed over units): " + "; ".join(
+        f"round {r['round']} validate {r['validate_seconds']:.0f} s, solve {r['solve_seconds']:.0f} s" for r in rounds))
     mix = ", ".join(f"{k} {v}" for k, v in rep["strategy_mix"].items()) or "-"
-    console.print(f"strategy mix: {mix}")
+    console.print(f"valid artifacts by strategy (each once): {mix}")
     fails = ", ".join(f"{k} {v}" for k, v in rep["top_failing_checks"].items()) or "none"
     console.print(f"top failing checks: {fails}")
     console.print(f"pool: {rep['pool']['active']} active, {rep['pool']['retired']} retired")

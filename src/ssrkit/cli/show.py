@@ -12,7 +12,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from ..artifact import BUG_DIFF, METADATA, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
-from ..attempts import scored_attempts
+from ..attempts import current_reward, scored_attempts
 from ..text import printable
 from .common import safe, STATUS_STYLE, console, print_json
 
@@ -35,10 +35,12 @@ def show(
     meta = art.metadata
     validation = art.validation
     reward = art.reward
+    # a verdict or reward made from other files than the present ones is shown, marked stale
+    current = {"validation": art.validation_if_current() is not None, "reward": current_reward(art) is not None}
     if as_json:
         print_json({"artifact": str(art.path), "metadata": meta.to_dict() if art.has_metadata else None,
                     "test_files": art.test_files, "validation": validation, "reward": reward,
-                    "attempts": [p.name for p in art.attempt_dirs()]})
+                    "current": current, "attempts": [p.name for p in art.attempt_dirs()]})
         return
 
     info = Table.grid(padding=(0, 2))
@@ -56,19 +58,22 @@ def show(
     else:
         info.add_row("metadata", f"[dim]no {METADATA} (hand-written: validate with --repo PATH)[/]")
     info.add_row("test files", safe("\n".join(art.test_files)) or "[red]none[/]")
-    console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left"))
+    console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left", expand=False))
 
     if diffs:
         for name, text in ((BUG_DIFF, art.bug_diff), (WEAKEN_DIFF, art.weaken_diff)):
             body = Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
-            console.print(Panel(body, title=name, title_align="left"))
+            console.print(Panel(body, title=name, title_align="left", expand=False))
     if script:
-        console.print(Panel(Syntax(printable(art.test_script), "bash", theme="ansi_dark"), title=TEST_SCRIPT, title_align="left"))
-        console.print(Panel(Syntax(printable(art.test_parser), "python", theme="ansi_dark"), title=TEST_PARSER, title_align="left"))
+        for name, text, lexer in ((TEST_SCRIPT, art.test_script, "bash"), (TEST_PARSER, art.test_parser, "python")):
+            console.print(Panel(Syntax(printable(text), lexer, theme="ansi_dark"), title=name, title_align="left",
+                                expand=False))  # as wide as its content: no 100,000-column box in a log
 
     if validation:
         table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
-                      f" ({validation.get('created', '?')})", title_justify="left")
+                      f" ({validation.get('created', '?')})"
+                      + ("" if current["validation"] else " [yellow]stale: made from other files[/]"),
+                      title_justify="left")
         table.add_column("check", style="bold")
         table.add_column("verdict", no_wrap=True)
         table.add_column("message", overflow="fold")
@@ -85,4 +90,6 @@ def show(
     if attempts:
         console.print(f"attempts: {len(attempts)}, solved: {sum(a.passed for a in attempts)}")
     if reward:
-        console.print(f"reward: solve rate {reward.get('solve_rate')}, injector reward {reward.get('injector_reward')}")
+        console.print(f"reward: solve rate {reward.get('solve_rate')}, injector reward {reward.get('injector_reward')}"
+                      + ("" if current["reward"] else " [yellow](stale: not of the present attempts; rerun ssrkit "
+                                                      "reward)[/]"))

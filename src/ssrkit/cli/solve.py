@@ -55,10 +55,10 @@ def solve(
         help="Artifact directories (or directories holding them).", show_default=False,
     )],
     solver: Annotated[str, typer.Option(
-        "--solver", "-s", help=f"Who solves: {', '.join(sorted(SOLVERS))}.",
+        "--solver", help=f"Who solves: {', '.join(sorted(SOLVERS))}.",
     )] = "llm",
     attempts: Annotated[Optional[int], typer.Option(
-        "--attempts", "-n", min=0,
+        "--attempts", min=0,
         help=f"Finished attempts each artifact must have (default: \\[solve] attempts, else "
         f"{SolveOptions.attempts}).",
     )] = None,

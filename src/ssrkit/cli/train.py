@@ -54,7 +54,8 @@ def _command_options() -> list[inspect.Parameter]:
         inspect.Parameter("artifacts", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
             list[Path], typer.Argument(help="Artifact directories, or folders holding them.")]),
         inspect.Parameter("config", K, default=None, annotation=Annotated[Optional[Path], typer.Option(
-            "--config", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).")]),
+            "--config", "-c", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).",
+            rich_help_panel="Configuration")]),
         inspect.Parameter("allow_empty", K, default=False, annotation=Annotated[bool, typer.Option(
             "--allow-empty", help="Nothing to train on (no rewarded trajectories, only zero-variance groups) is a "
             "no-op: exit 0 without writing a checkpoint (for recipes, whose next round then keeps the current "

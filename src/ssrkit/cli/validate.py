@@ -56,12 +56,15 @@ def validate(
     )] = None,
     min_passing_tests: Annotated[Optional[int], typer.Option(
         "--min-passing-tests", min=1, rich_help_panel="Thresholds",
+        help=f"Tests that must pass on the original code (default: \\[validate], else {Settings.min_passing_tests}).",
     )] = None,
     min_failing_tests: Annotated[Optional[int], typer.Option(
         "--min-failing-tests", min=1, rich_help_panel="Thresholds",
+        help=f"Tests the bug must break (default: \\[validate], else {Settings.min_failing_tests}).",
     )] = None,
     min_changed_files: Annotated[Optional[int], typer.Option(
         "--min-changed-files", min=1, rich_help_panel="Thresholds",
+        help=f"Code files the bug must change (default: \\[validate], else {Settings.min_changed_files}).",
     )] = None,
     total_break: Annotated[Optional[str], typer.Option(
         "--total-break", help="A bug failing every test is a 'warning' or an 'error'.", rich_help_panel="Thresholds",

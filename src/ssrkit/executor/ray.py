@@ -18,6 +18,8 @@ Needs the optional extra: ``pip install 'ssrkit[ray]'``.
 from __future__ import annotations
 
 import os
+import socket
+import sys
 import threading
 from collections import Counter
 from concurrent.futures import Future, InvalidStateError
@@ -37,6 +39,8 @@ MAX_RETRIES = 4
 CANCEL_GRACE_S = 20.0
 #: how long the driver waits for the nodes' reapers
 REAP_WAIT_S = 30.0
+#: how long a cluster's address may take to accept a connection before the command says it is unreachable
+CONNECT_TIMEOUT_S = 5.0
 T = TypeVar("T")
 
 
@@ -71,8 +75,9 @@ def _reap_node(run: str | None) -> tuple[str, int, int]:
 
 
 class RayExecutor(Executor):
-    """Units as Ray tasks. `address` (else $RAY_ADDRESS) names a running cluster; without either, a
-    one-node Ray is started here with `slots` sandbox slots, and shut down on `close()`."""
+    """Units as Ray tasks. `address` (else $RAY_ADDRESS) names a running cluster (HOST:PORT, ray://HOST:PORT,
+    or auto: the one `ray start` registered here); without either, a one-node Ray of this command's own is
+    started here with `slots` sandbox slots, and shut down on `close()`."""
 
     name = "ray"
     portable = True
@@ -84,17 +89,10 @@ class RayExecutor(Executor):
         self._owned = False
         address = address or os.environ.get("RAY_ADDRESS") or None
         if not ray.is_initialized():
-            try:
-                if address:
-                    ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-                else:
-                    ray.init(num_cpus=max(1, slots), resources={SLOT_RESOURCE: float(slots)},
-                             include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-                    self._owned = True
-            except (ConnectionError, RuntimeError, ValueError) as e:
-                raise SsrkitError(f"could not reach the Ray cluster at {address or 'a new local one'}: {e}; "
-                                  "start it with `ray start --head` (docs/cluster.md) or check --ray-address") \
-                    from None
+            if address:
+                self._join(address)
+            else:
+                self._start(slots)
         total = ray.cluster_resources().get(SLOT_RESOURCE, 0)
         if total < 1:
             raise SsrkitError(f"the Ray cluster offers no {SLOT_RESOURCE!r} slots; start each node with "
@@ -117,6 +115,31 @@ class RayExecutor(Executor):
         #: what the last reap removed on the nodes: (local sandboxes, containers)
         self.reaped = (0, 0)
         self._startup_reap = self._reap_everywhere(None)  # not waited for: it only touches dead processes
+
+    def _join(self, address: str) -> None:
+        """Join the cluster at `address`, once something answers there: Ray itself retries an address
+        nobody listens on for many minutes, printing a warning every few seconds."""
+        target = reachable(address)
+        try:  # something answers there; if it is no Ray, Ray gives up after about 20 s of warnings
+            self._ray.init(address=address, log_to_driver=False, logging_level="ERROR")
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise SsrkitError(f"could not join the Ray cluster at {target}: {' '.join(str(e).split())}; "
+                              f"check --ray-address{_auth_hint(address)} (docs/cluster.md)") from None
+
+    def _start(self, slots: int) -> None:
+        """A one-node Ray of this command's own, even where `ray start` registered a cluster (Ray would join
+        that one, and refuse the slots this one needs)."""
+        registered = registered_cluster()
+        if registered:
+            print(f"ssrkit: note: a Ray cluster started with `ray start` is registered here ({registered}); this "
+                  f"command starts a one-node Ray of its own (pass --ray-address auto to use that one)",
+                  file=sys.stderr)
+        try:
+            self._ray.init(address="local", num_cpus=max(1, slots), resources={SLOT_RESOURCE: float(slots)},
+                           include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise SsrkitError(f"could not start a one-node Ray here: {' '.join(str(e).split())}") from None
+        self._owned = True
 
     @property
     def window(self) -> int:
@@ -210,6 +233,54 @@ class RayExecutor(Executor):
             with self._lock:
                 ref = self._sources.setdefault(source, ref)
         return ref
+
+
+def _auth_hint(address: str) -> str:
+    """Why joining by address may fail where `auto` works: recent Ray authenticates with a token that
+    `ray start --head` turns on by itself where ~/.ray/auth_token exists, but a driver given an explicit
+    address sends it only with RAY_AUTH_MODE=token."""
+    if address == "auto" or os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    if not (os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").is_file()):
+        return ""
+    return ("; if the cluster authenticates with a token (`ray start` turns that on where ~/.ray/auth_token "
+            "exists), set RAY_AUTH_MODE=token here, or use --ray-address auto on its head node")
+
+
+def registered_cluster() -> str | None:
+    """The address `ray start` registered on this machine ($RAY_TMPDIR/ray/ray_current_cluster), if any."""
+    try:
+        from ray._private.utils import read_ray_address
+    except ImportError:  # moved in another Ray release: no note, no harm
+        return None
+    return read_ray_address() or None
+
+
+def reachable(address: str) -> str:
+    """The HOST:PORT `address` means ("auto": the cluster `ray start` registered on this machine), once a
+    connection to it succeeds within CONNECT_TIMEOUT_S; else an SsrkitError saying what to do."""
+    target = address.removeprefix("ray://")
+    if target == "auto":  # only what `ray start` registered: never whichever Ray happens to run here
+        target = registered_cluster() or ""
+        if not target:
+            raise SsrkitError("--ray-address auto: no Ray cluster is registered on this machine (`ray start "
+                              "--head` registers one, in $RAY_TMPDIR/ray, default /tmp/ray); start one "
+                              "(docs/cluster.md) or give its HOST:PORT")
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise SsrkitError(f"--ray-address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except OSError as e:
+        why = (f"no answer within {CONNECT_TIMEOUT_S:g} s" if isinstance(e, socket.timeout)
+               else f"nothing listens there ({e.strerror or e})")
+        raise SsrkitError(f"could not reach the Ray cluster at {address}"
+                          + (f" ({target})" if target != address else "")
+                          + f": {why}; start it (ray start --head --port {port} --resources "
+                          f"'{{\"{SLOT_RESOURCE}\": N}}', docs/cluster.md) or give the address `ray start` printed "
+                          f"(--ray-address, $RAY_ADDRESS)") from None
+    return target
 
 
 def _settle(fut: Future, *, result: Any = None, exception: BaseException | None = None) -> None:

@@ -230,7 +230,9 @@ class Evaluator:
 
         # the artifact, validated in this sandbox
         staging = self.staging / staging_name(cand)
-        if staging.exists():
+        if staging.is_symlink():
+            staging.unlink()  # a link in ssrkit's own staging directory: removed, what it points to left alone
+        elif staging.exists():
             shutil.rmtree(staging)
         meta = Metadata(repo=self.label, base_commit=self.base_commit, strategy=cand.strategy, order=1,
                         injector=cand.injector(self.seed))

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..agents import STRATEGIES, Agent, AgentConfig, ModelClient, Trajectory, injector_prompts
-from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
+from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
                         TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
 from ..config import Config
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
-from ..fsutil import read_json
+from ..fsutil import own_dir, read_json
 from ..sandbox import SandboxOptions, backend_from_config
-from ..sandbox.base import Sandbox
+from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
 from ..source import RepoSource, head_commit
 from ..units import path_mapping, relabel_bytes, scratch_for
@@ -161,7 +161,7 @@ def run_llm_injection(
     files = _collect(sandbox, sub)
     problems = _problems(files)
     if problems:
-        result.missing = [n for n, text in files.items() if text is None or not text.strip()]
+        result.missing = [n for n, text in files.items() if not isinstance(text, str) or not text.strip()]
         result.error = f"submission incomplete: {'; '.join(problems)} (in the sandbox's {sub})"
         traj.set_error(result.error)
         return result
@@ -173,7 +173,7 @@ def run_llm_injection(
                   "strategy_mixture": mixture, "trajectory": TRAJECTORY,
                   "sampling": client.sampling.to_dict()},
     )
-    text = {n: t or "" for n, t in files.items()}
+    text = {n: t if isinstance(t, str) else "" for n, t in files.items()}
     test_files = [ln.strip() for ln in text[TEST_FILES].splitlines() if ln.strip()]
     art = create_artifact(out_dir, bug_diff=text[BUG_DIFF], weaken_diff=text[WEAKEN_DIFF],
                           test_script=text[TEST_SCRIPT], test_files=test_files, test_parser=text[TEST_PARSER],
@@ -182,14 +182,18 @@ def run_llm_injection(
     return result
 
 
-def _collect(sandbox: Sandbox, sub: str) -> dict[str, str | None]:
-    """The five files from the submission directory (None when absent); the paper's names accepted too."""
-    out: dict[str, str | None] = {}
+def _collect(sandbox: Sandbox, sub: str) -> dict[str, str | FileTooLargeError | None]:
+    """The five files from the submission directory (None when absent; the refusal for one over
+    MAX_CORE_BYTES, which is never read); the paper's names accepted too."""
+    out: dict[str, str | FileTooLargeError | None] = {}
     for name in CORE_FILES:
         out[name] = None
         for candidate in (name, *ALIASES.get(name, ())):
             try:
-                out[name] = sandbox.read_file(f"{sub}/{candidate}").decode("utf-8", errors="replace")
+                out[name] = sandbox.read_small(f"{sub}/{candidate}", MAX_CORE_BYTES).decode("utf-8", errors="replace")
+            except FileTooLargeError as e:
+                out[name] = e
+                break
             except (FileNotFoundError, IsADirectoryError):
                 continue
             if out[name].strip():
@@ -197,9 +201,14 @@ def _collect(sandbox: Sandbox, sub: str) -> dict[str, str | None]:
     return out
 
 
-def _problems(files: dict[str, str | None]) -> list[str]:
-    return [f"{n} is {'missing' if text is None else 'empty'}" for n, text in files.items()
-            if text is None or not text.strip()]
+def _problems(files: dict[str, str | FileTooLargeError | None]) -> list[str]:
+    out = []
+    for n, text in files.items():
+        if isinstance(text, FileTooLargeError):
+            out.append(f"{n} is {text.strerror}")
+        elif text is None or not text.strip():
+            out.append(f"{n} is {'missing' if text is None else 'empty'}")
+    return out
 
 
 def injection_summary(result: InjectionResult) -> dict[str, Any]:
@@ -246,6 +255,14 @@ def _finished(d: Path) -> bool:
         return read_json(t).get("exit_status") not in (None, "running")
     except (OSError, ValueError):
         return False
+
+
+def _currently_valid(art: Artifact) -> bool | None:
+    """The artifact's validity by a validation of its present files; None when there is none."""
+    try:
+        return bool(art.current_validation().get("valid"))
+    except SsrkitError:
+        return None
 
 
 def _set_aside(d: Path) -> None:
@@ -303,7 +320,7 @@ def inject_llm(
                                   else validator) if validate else None)
     args = []
     for i in indices:
-        d = out / f"llm-s{seed}-{i:03d}"
+        d = own_dir(out / f"llm-s{seed}-{i:03d}", "the injection directory")
         rng = random.Random(f"{seed}-{i}")
         strategy = choose_strategy(mixture, rng)
         reused = _finished(d)
@@ -325,7 +342,7 @@ def inject_llm(
             strategy = art.metadata.strategy
             art_id = art.id
             if validate:
-                valid = bool((art.validation or {}).get("valid"))
+                valid = _currently_valid(art)
         record = Injection(art_id, d, strategy, status, error=error, valid=valid, reused=reused)
         st = stats.setdefault(strategy, StrategyStats())
         st.tried += 1
@@ -391,7 +408,7 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
             status, error = traj.get("exit_status", "submitted"), traj.get("error")
         if env.validator is not None and (d / METADATA).is_file():
             art = Artifact(d)
-            if art.validation is None:
+            if _currently_valid(art) is None:  # not validated, or its files changed since: validate them
                 report = relabel(cached_validator(env.validator).validate(art, source), path_mapping(d, ref, source, env.source))
                 report.source = env.source.source.to_dict()
                 report.environment = env.validator.environment  # the driver's, as validate_all records it

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..artifact import BUG_DIFF, METADATA, VALIDATION, Artifact, Metadata
+from ..artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
 from ..config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
-from ..fsutil import atomic_write_json
+from ..fsutil import atomic_write_json, own_dir
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
 from ..source import RepoSource
 from ..validate import Settings
@@ -167,9 +167,14 @@ def _quotas(n: int, strategies: tuple[str, ...]) -> dict[str, int]:
 
 
 def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None:
-    """(the hash of its bug diff, the artifact) of directory `d`; None when it holds no bug diff."""
+    """(the hash of its bug diff, the artifact) of directory `d`; None when it holds no bug diff, is a symlink,
+    or (`staged`) is not exactly what this injector leaves in staging: a symlink inside, or an id other than its
+    content's. Its validation counts only when it was made from its present files (else None: not valid)."""
     bug = d / BUG_DIFF
-    if not bug.is_file():
+    if d.is_symlink() or not d.is_dir() or bug.is_symlink() or not bug.is_file() or \
+            bug.stat().st_size > MAX_CORE_BYTES:
+        return None
+    if staged and _holds_symlink(d):
         return None
     art = Artifact(d)
     try:
@@ -177,14 +182,25 @@ def _read_existing(d: Path, staged: bool = False) -> tuple[str, Existing] | None
     except (OSError, SsrkitError):
         meta = Metadata()
     try:
-        validation = art.validation
+        validation = art.current_validation()
     except SsrkitError:
         validation = None
     try:
         art_id = art.id
+        if staged and art_id != art.content_id():
+            return None
     except (OSError, SsrkitError):
+        if staged:
+            return None
         art_id = d.name
     return hashlib.sha256(bug.read_bytes()).hexdigest(), Existing(d, meta, validation, staged, art_id)
+
+
+def _holds_symlink(d: Path) -> bool:
+    for root, dirs, files in os.walk(d):
+        if any(os.path.islink(os.path.join(root, n)) for n in (*dirs, *files)):
+            return True
+    return False
 
 
 def _scan_existing(out: Path, staging: Path, seed: int) -> dict[str, Existing]:
@@ -281,8 +297,8 @@ class Session:
                 return open_sandbox(src, be, opts)
 
         #: evaluates candidates in the workers' sandboxes (tests reach its `sandbox()` and `screen_timeout`)
-        self.engine = Evaluator(self.source, self.out / staging_for(shard), seed=seed, settings=self.settings,
-                                opener=sandbox_factory)
+        staging = own_dir(self.out / staging_for(shard), "the staging directory")
+        self.engine = Evaluator(self.source, staging, seed=seed, settings=self.settings, opener=sandbox_factory)
         self._unit_env: Any = None  # what candidates take to another machine (`submit`), made on first use
         self.engine.existing = _scan_existing(self.out, self.engine.staging, seed)
         self.last_messages: dict[str, str] = {}  # status -> the first discard message with it (diagnosis)
@@ -585,7 +601,7 @@ def _finalize(streams: list[_Stream], out: Path, staging: Path) -> list[Injected
             if o.status == REUSED and o.artifact is not None and o.artifact.parent != staging:
                 dest = o.artifact
             else:
-                dest = out / (o.artifact_id or "")
+                dest = own_dir(out / check_name(o.artifact_id or "", "artifact id"), "the artifact directory")
                 if dest.exists():
                     shutil.rmtree(dest)
                 shutil.move(str(o.artifact), str(dest))

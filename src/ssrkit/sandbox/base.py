@@ -7,6 +7,7 @@ sandbox knows nothing about artifacts: callers apply patches and run scripts.
 
 from __future__ import annotations
 
+import errno
 import glob
 import hashlib
 import os
@@ -43,6 +44,18 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
+
+
+class FileTooLargeError(OSError):
+    """`Sandbox.read_small` refused a file over its limit before reading it (an OSError: EFBIG)."""
+
+    def __init__(self, path: str, size: int, limit: int):
+        super().__init__(errno.EFBIG, f"{_mib(size)}, over the {_mib(limit)} limit", path)
+        self.path, self.size, self.limit = path, size, limit
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:.1f} MiB" if n >= 1048576 else f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} bytes"
 
 
 @dataclass
@@ -222,6 +235,18 @@ class Sandbox(ABC):
         `write_file` does not wait for a running command. False (the default): the parse is a command of
         its own, started once the log is known."""
         return False
+
+    def read_small(self, path: str, limit: int) -> bytes:
+        """`read_file`, refused with FileTooLargeError before anything is read when the file is over `limit`
+        bytes: a file a model hands over, or points a tool at, may be a size bomb (a sparse file of a GB)."""
+        res = self.run(f"stat -L -c %s -- {shlex.quote(path)}", timeout=30)
+        size = res.output.strip()
+        if res.ok and size.isdigit() and int(size) > limit:
+            raise FileTooLargeError(path, int(size), limit)
+        data = self.read_file(path)  # the stat failed (no such file: read_file says so) or it is small enough
+        if len(data) > limit:  # it grew since (no command runs between the two: only a backend without stat)
+            raise FileTooLargeError(path, len(data), limit)
+        return data
 
     def read_capped(self, path: str) -> tuple[bytes, bool]:
         """A file's head and tail within `limits.output_bytes`, as a command's output is kept; (data, cut?)."""

@@ -45,6 +45,7 @@ from .base import (
     PRISTINE,
     TIMEOUT_EXIT_CODE,
     ExecResult,
+    FileTooLargeError,
     OutputCapture,
     Sandbox,
     SandboxOptions,
@@ -441,7 +442,9 @@ class DockerSandbox(Sandbox):
             self._clean = None
             self._put_file(p, data, 0o644 if mode is None else mode)
 
-    def read_file(self, path: str) -> bytes:
+    def read_file(self, path: str, limit: int | None = None) -> bytes:
+        """The file's bytes (a symlink followed inside the container); `limit`: FileTooLargeError, before the
+        archive is read, for a file over that many bytes (`read_small`)."""
         docker = _docker_module()
         with self._lock:
             self._check_open()
@@ -450,6 +453,10 @@ class DockerSandbox(Sandbox):
                 stream, st = self.container.get_archive(p)
             except docker.errors.NotFound:
                 raise FileNotFoundError(path) from None
+            is_link = bool(int(st.get("mode", 0)) & (1 << 27))  # Go's os.ModeSymlink
+            if limit is not None and not is_link and int(st.get("size", 0)) > limit:
+                getattr(stream, "close", lambda: None)()
+                raise FileTooLargeError(path, int(st.get("size", 0)), limit)
             data = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             members = tar.getmembers()
@@ -461,9 +468,12 @@ class DockerSandbox(Sandbox):
             if m.issym() or m.islnk():
                 # follow the link inside the container
                 target = posixpath.normpath(posixpath.join(posixpath.dirname(p), m.linkname))
-                return self.read_file(target)
+                return self.read_file(target, limit)
             f = tar.extractfile(m)
             return f.read() if f else b""
+
+    def read_small(self, path: str, limit: int) -> bytes:
+        return self.read_file(path, limit)
 
     # -- snapshots ---------------------------------------------------------------------------------------
     def _helper(self, op: str, name: str) -> None:

@@ -12,7 +12,18 @@
 #                       included), exit with the test script's exit code
 #   grade.py harbor     Harbor's verifier, after the agent worked in the container: take the agent's changes
 #                       as a fix, grade it exactly as `ssrkit solve` does (canary included), write
-#                       reward.txt (1 or 0) and ssrkit_eval.json to $SSRKIT_VERIFIER_LOGS (/logs/verifier)
+#                       reward.json and reward.txt (1 or 0) and ssrkit_eval.json to $SSRKIT_VERIFIER_LOGS
+#                       (/logs/verifier)
+#
+# Harbor runs its verifier in the agent's own container, where the agent was root. So the grader trusts
+# nothing the agent could have left there: git runs without system or global configuration, hooks or
+# fsmonitor (`git_env`, `GIT_SAFETY`); the tests run with a fresh HOME; an old reward file is removed before
+# anything else and the reward is written last, by replacing the file; and in the task's image (which sets
+# TASK_CONTAINER_ENV) every process but this one, its ancestors and pid 1 is killed before the grading
+# starts, after each test run and before the reward is written (`end_leftovers`), so nothing the agent or
+# the tests started can rewrite the reward afterwards. An agent that replaced the system's python3, bash or
+# git is beyond any verifier running in its container: grade such runs from the diff (`ssrkit solve --patch`,
+# or SWE-bench's fresh container).
 
 import ast
 import base64
@@ -26,6 +37,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from dataclasses import dataclass, field
@@ -40,13 +52,38 @@ class GradeFailure(Exception):
     """The attempt fails before any test runs (the fix does not apply, git is unusable)."""
 
 
-def _git(git_dir, work, *args, check=True, stdin=None, env=None):
-    cmd = ["git", "-c", "core.quotepath=false", "--git-dir", git_dir, "--work-tree", work, *args]
-    proc = subprocess.run(cmd, cwd=work, input=stdin, capture_output=True,
-                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", **(env or {})})
+def _private_dir(name):
+    """A fresh, empty directory STATE/name."""
+    path = os.path.join(STATE, name)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
+
+
+def git_env(extra=None):
+    """The environment of every git command: no GIT_* variable of the caller, no system or global
+    configuration (an agent's ~/.gitconfig could name an fsmonitor or hooks that run its code), an empty HOME."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}
+    home = os.path.join(STATE, "git-home")
+    os.makedirs(home, exist_ok=True)
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_OPTIONAL_LOCKS="0",
+               GIT_TERMINAL_PROMPT="0", HOME=home)
+    env.update(extra or {})
+    return env
+
+
+def run_git(args, cwd, *, check=True, stdin=None, env=None):
+    """`git GIT_SAFETY args` in `cwd` under `git_env` (GradeFailure when it fails and `check`)."""
+    proc = subprocess.run(["git", *GIT_SAFETY, *args], cwd=cwd, input=stdin, capture_output=True,
+                          env=git_env(env))
     if check and proc.returncode != 0:
         raise GradeFailure(f"git {args[0]} failed: {proc.stderr.decode('utf-8', 'replace').strip()[:300]}")
-    return proc.stdout
+    return proc
+
+
+def _git(git_dir, work, *args, check=True, stdin=None, env=None):
+    return run_git(["--git-dir", git_dir, "--work-tree", work, *args], work, check=check, stdin=stdin,
+                   env=env).stdout
 
 
 def _index_of_work_tree(git_dir, work, base, name):
@@ -85,8 +122,7 @@ def original_content(data, git_dir, work, path):
         raw = data["originals"][path]
         return None if raw is None else base64.b64decode(raw)
     # not touched by the bug or the weakening: the original content is the base snapshot's
-    proc = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "blob", f"{data['base_commit']}:{path}"],
-                          cwd=work, capture_output=True)
+    proc = run_git(["--git-dir", git_dir, "cat-file", "blob", f"{data['base_commit']}:{path}"], work, check=False)
     return proc.stdout if proc.returncode == 0 else None
 
 
@@ -134,30 +170,50 @@ def restore_protected(data, git_dir, work, fix_touched, fix_added):
     return restored, deleted, originals
 
 
+def _pump(stream, cap):
+    try:
+        while chunk := stream.read1(1 << 16):
+            cap.feed(chunk)
+    except (OSError, ValueError):
+        pass
+
+
 def run_tests(data, work):
     """Run test_script.sh at the repository root, parse its log with test_parser.py afterwards (testrun.run_tests)."""
     scratch = tempfile.mkdtemp(prefix="run-", dir=STATE)
     script = os.path.join(scratch, "test_script.sh")
     with open(script, "w") as fh:
         fh.write(data["test_script"])
+    # a fresh HOME, as in ssrkit's sandboxes: nothing the agent left in its own (a user site-packages, a
+    # usercustomize.py, tool configuration) reaches the tests
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env["HOME"] = _private_dir("home")
     proc = subprocess.Popen(["bash", script], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     timed_out = False
     started = time.monotonic()
+    # the log as ssrkit's sandboxes keep it (head and tail within OUTPUT_BYTES), read while the tests run; the
+    # verdict waits for the test script, not for the end of its output, which a process that left the group
+    # could hold open forever
+    cap = OutputCapture(OUTPUT_BYTES)
+    reader = threading.Thread(target=_pump, args=(proc.stdout, cap), daemon=True)
+    reader.start()
     try:
-        out, _ = proc.communicate(timeout=data["timeout"])
+        proc.wait(timeout=data["timeout"])
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
     seconds = time.monotonic() - started
     try:
         os.killpg(proc.pid, signal.SIGKILL)  # nothing the tests started outlives them
     except OSError:
         pass
+    end_leftovers()  # nor what left their process group (setsid)
+    proc.wait()
+    reader.join(5)
+    out, truncated = cap.result()
     log = out.decode("utf-8", "replace")
     run = TestRun(log=log, exit_code=proc.returncode if not timed_out else 124, seconds=seconds,
-                  timed_out=timed_out, truncated=False)
+                  timed_out=timed_out, truncated=truncated)
     parser = os.path.join(scratch, "test_parser.py")  # written only now: the tests cannot have replaced it
     with open(parser, "w") as fh:
         fh.write(data["test_parser"])
@@ -185,16 +241,22 @@ def grade_swebench(data, work):
     run = run_tests(data, work)
     with open(TEST_LOG, "w") as fh:
         fh.write(run.log)
+    statuses = {} if run.timed_out else run.statuses
     if run.timed_out:
         print(f">>>>> Tests Timed Out after {data['timeout']:g}s")
-        return 124
-    if run.parse_error and not run.statuses:
+    elif run.parse_error and not run.statuses:
         print(f">>>>> Tests Errored: the test log could not be parsed: {run.parse_error}")
-        return run.exit_code or 1
-    for test_id, status in sorted(run.statuses.items()):
+    for test_id, status in sorted(statuses.items()):
         word = {PASSED: "PASS", SKIPPED: "SKIP"}.get(status, "FAIL")  # any other status fails that test
         print(f"--- {word}: {test_id} (0s)")
-    return run.exit_code
+    # a required test the run did not report fails, in a line of its own: the fix's code, root in the
+    # container, could have written a `--- PASS` line for it into this script's output while the tests ran
+    for test_id in sorted({*data["fail_to_pass"], *data["pass_to_pass"]} - set(statuses)):
+        print(f"--- FAIL: {test_id} (0s)")
+    sys.stdout.flush()
+    if run.timed_out:
+        return 124
+    return (run.exit_code or 1) if run.parse_error and not run.statuses else run.exit_code
 
 
 # -- Harbor ---------------------------------------------------------------------------------------
@@ -207,7 +269,7 @@ class Repo:
         self.data, self.work, self.base = data, work, data["base_commit"]
         self.git_dir = os.path.join(STATE, "base.git")
         shutil.rmtree(self.git_dir, ignore_errors=True)
-        proc = subprocess.run(["git", "clone", "-q", "--bare", bundle, self.git_dir], capture_output=True)
+        proc = run_git(["clone", "-q", "--bare", "--template=", bundle, self.git_dir], STATE, check=False)
         if proc.returncode != 0:
             raise GradeFailure(f"cannot read the task's repository bundle {bundle}: "
                                f"{proc.stderr.decode('utf-8', 'replace').strip()[:300]}")
@@ -234,8 +296,8 @@ class Repo:
         path = os.path.join(STATE, "apply.diff")
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as fh:
             fh.write(diff if diff.endswith("\n") else diff + "\n")
-        proc = subprocess.run(["git", "--git-dir", self.git_dir, "--work-tree", self.work, "apply", "--binary",
-                               path], cwd=self.work, capture_output=True)
+        proc = run_git(["--git-dir", self.git_dir, "--work-tree", self.work, "apply", "--binary", path], self.work,
+                       check=False)
         if proc.returncode != 0:
             raise GradeFailure(f"{label} does not apply: {proc.stderr.decode('utf-8', 'replace').strip()[:300]}")
 
@@ -332,22 +394,125 @@ def grade_harbor(data, work, bundle):
     return record
 
 
+# -- what the agent left running -------------------------------------------------------------------
+
+def _stat_fields(pid):
+    """(state, parent pid) of a process; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return (fields[0], int(fields[1])) if len(fields) > 1 else None
+
+
+def _lineage():
+    """This process and its ancestors (the harness's command that runs the verifier)."""
+    keep, pid = {1}, os.getpid()
+    while pid > 1 and pid not in keep:
+        keep.add(pid)
+        info = _stat_fields(pid)
+        pid = info[1] if info else 0
+    return keep
+
+
+def end_leftovers():
+    """Kill every process but pid 1, this one and its ancestors, in the task's container only (the image
+    sets TASK_CONTAINER_ENV, which an agent cannot change for the verifier's command): whatever the agent or
+    the tests left running could change the work tree while it is graded or rewrite the reward afterwards.
+    Each round stops them all first, so none can start a replacement; how many were killed."""
+    if os.environ.get(TASK_CONTAINER_ENV) != "1":
+        return 0
+    try:
+        with open("/proc/1/comm") as fh:
+            if fh.read().strip() in ("systemd", "init"):  # not a container: a machine's own processes
+                return 0
+    except OSError:
+        return 0
+    keep, killed = _lineage(), set()
+    for _ in range(50):
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                info = _stat_fields(int(name))
+                if info and info[0] not in "ZX" and info[1] != 2:  # not a zombie, nor a kernel thread
+                    found.append(int(name))
+        if not found:
+            break
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in found:
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        killed.update(found)
+        time.sleep(0.02)
+    return len(killed)
+
+
+def _replace_file(logs, name, data):
+    """Write logs/name by renaming a new file over it: a symlink, FIFO or directory the agent left there is
+    replaced, never written through."""
+    path = os.path.join(logs, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=logs)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _drop_rewards(logs):
+    """Remove any reward file (Harbor reads reward.json before reward.txt): a grader that fails before the
+    end leaves no reward, never one the agent wrote."""
+    for name in REWARD_FILES:
+        path = os.path.join(logs, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+
+def write_verdict(logs, record):
+    """ssrkit_eval.json, test_output.log, then the reward files, with nothing left running to change them."""
+    record["ended_processes"] = record.get("ended_processes", 0) + end_leftovers()
+    _replace_file(logs, "ssrkit_eval.json", json.dumps(record, indent=2, sort_keys=True).encode("utf-8"))
+    if os.path.exists(TEST_LOG):
+        with open(TEST_LOG, "rb") as fh:
+            _replace_file(logs, "test_output.log", fh.read())
+    reward = 1 if record["passed"] else 0
+    _replace_file(logs, "reward.json", json.dumps({"reward": reward}).encode("ascii") + b"\n")
+    _replace_file(logs, "reward.txt", f"{reward}\n".encode("ascii"))
+
+
+def _fresh_state():
+    if os.path.islink(STATE) or (os.path.lexists(STATE) and not os.path.isdir(STATE)):
+        os.unlink(STATE)
+    shutil.rmtree(STATE, ignore_errors=True)
+    os.makedirs(STATE, mode=0o700)
+
+
 def main(data, argv):
     if not argv or argv[0] not in ("swebench", "harbor"):
         print("usage: grade.py swebench|harbor", file=sys.stderr)
         return 2
     work = os.environ.get("SSRKIT_WORKDIR") or data["workdir"]
-    shutil.rmtree(STATE, ignore_errors=True)
-    os.makedirs(STATE)
     if argv[0] == "swebench":
+        _fresh_state()
         try:
             return grade_swebench(data, work)
         except GradeFailure as e:
             print(f">>>>> Tests Errored: {e}")
             return 1
     logs = os.environ.get("SSRKIT_VERIFIER_LOGS") or "/logs/verifier"
+    os.makedirs(logs, exist_ok=True)
+    _drop_rewards(logs)
+    ended = end_leftovers()  # before the work tree is read: nothing of the agent's changes it while it is graded
     bundle = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repo.bundle")
     try:
+        _fresh_state()
         record = grade_harbor(data, work, bundle)
     except GradeFailure as e:
         record = {"passed": False, "reason": str(e)}
@@ -356,12 +521,7 @@ def main(data, argv):
 
         traceback.print_exc()
         record = {"passed": False, "reason": f"the grader failed: {type(e).__name__}: {e}"}
-    os.makedirs(logs, exist_ok=True)
-    with open(os.path.join(logs, "ssrkit_eval.json"), "w") as fh:
-        json.dump(record, fh, indent=2, sort_keys=True)
-    if os.path.exists(TEST_LOG):
-        shutil.copy(TEST_LOG, os.path.join(logs, "test_output.log"))
-    with open(os.path.join(logs, "reward.txt"), "w") as fh:
-        fh.write("1\n" if record["passed"] else "0\n")
+    record["ended_processes"] = ended
+    write_verdict(logs, record)
     print(("PASSED: " if record["passed"] else "FAILED: ") + record["reason"])
     return 0

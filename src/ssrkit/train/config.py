@@ -27,7 +27,7 @@ class TrainConfig:
     resume: bool = False  # continue from out/state/ after a stop
     roles: list[str] = field(default_factory=lambda: list(ROLES))  # roles to train on: solver, injector
 
-    # examples: rollouts -> training rows
+    # training rows: what a rollout becomes
     max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
 
     # advantages (SPEC §9)

@@ -2,8 +2,9 @@
 
 Solver attempts (`attempts/NNN/trajectory.json`) are grouped per artifact; injector rollouts (the artifact's own
 `trajectory.json`) per repository snapshot (repository path or image, base commit). Rewards come from
-`reward.json` (`injector_reward`) and, per attempt, from `ssrkit.attempts.scored_attempts` (paired by attempt name;
-an unfinished attempt gets none). Only JSON/TOML is read here; token ids
+`reward.json` (`injector_reward`, only while `ssrkit.attempts.current_reward` says it was computed from the present
+files) and, per attempt, from `ssrkit.attempts.scored_attempts` (paired by attempt name; an unfinished attempt, or
+one whose eval.json judged other files, gets none). Only JSON/TOML is read here; token ids
 are loaded later, one trajectory at a time (`examples.py`).
 """
 
@@ -18,7 +19,7 @@ from typing import Any, Iterable
 
 from ssrkit.artifact import METADATA, REWARD, TRAJECTORY, Artifact
 from ssrkit.artifact import find_artifacts as find
-from ssrkit.attempts import scored_attempts
+from ssrkit.attempts import STALE, current_reward, scored_attempts
 from ssrkit.errors import SsrkitError
 from ssrkit.train.errors import NothingToTrain, TrainError
 
@@ -95,13 +96,14 @@ def scan_artifact(
     roles = set(roles)
     scan.artifacts += 1
     art = Artifact(artifact)
-    reward = _read_json(artifact / REWARD)
-    reward = reward if isinstance(reward, dict) else None
+    reward = current_reward(art)
 
     if "injector" in roles and (artifact / TRAJECTORY).is_file():
         status = _exit_status(artifact / TRAJECTORY)
         if status is None:
             scan.skipped["unreadable trajectory.json"] += 1
+        elif reward is None and (artifact / REWARD).is_file():
+            scan.skipped["injector trajectory whose reward.json is stale (rerun ssrkit reward)"] += 1
         elif reward is None or not isinstance(reward.get("injector_reward"), (int, float)):
             scan.skipped["injector trajectory without reward.json"] += 1
         else:
@@ -126,7 +128,8 @@ def scan_artifact(
                 scan.skipped["attempt without trajectory.json"] += 1  # e.g. a baseline solver or --patch
                 continue
             if attempt.reward is None:
-                scan.skipped["unfinished attempt (no eval.json): no reward"] += 1
+                scan.skipped["attempt whose eval.json judged other files: no reward" if attempt.source == STALE
+                             else "unfinished attempt (no eval.json): no reward"] += 1
                 continue
             status = _exit_status(attempt.trajectory)
             if status is None:
