@@ -10,13 +10,16 @@ the RAM is someone else's meanwhile. So each process that opens a local sandbox 
     python3 -I -S _guardian.py PID ROOT PREFIX [CGROUP_PARENT ...]
 
 It is PID's child, in a session of its own (a kill of PID's process group, a closing terminal or Ctrl-C
-does not reach it), holding nothing of PID's (stdin, stdout and stderr are /dev/null, its directory is /),
+does not reach it), holding nothing of PID's (stdin, stdout and stderr are /dev/null, no other descriptor,
+its directory is /, an empty environment), running nothing but this file (no shell, nothing a sandbox wrote),
 and it sleeps on a pidfd of PID, so it wakes when PID exits, however. Then, in this order, it kills the
 processes in the cgroups `CGROUP_PARENT/PREFIX*` and removes those cgroups, detaches every mount under
 `ROOT/PREFIX*` (deepest first), and removes `ROOT/PREFIX*`. After a clean exit, PID removed all of it
 already: the guardian finds nothing and ends. PREFIX is `ssrkit-PID-`, the names the session's temp root
 and cgroups are made with (`local._Session`, `_cgroup.SandboxCgroup.create`); the guardian is given them,
 it knows no layout of its own. Standard library only (it runs with `-I -S`: ~10 ms to start, a few MB).
+One guardian a process (`local._guardian_for`); one killed on its own is started again by the process's
+next sandbox, and what a process whose guardian died with it left is swept by the next ssrkit process.
 """
 
 import ctypes
@@ -136,6 +139,7 @@ def clean(root, prefix, cgroup_parents):
 def main():
     pid, root, prefix = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     os.chdir("/")  # holding no directory of anyone's
+    os.closerange(3, 1 << 16)  # nor a descriptor ssrkit inherited (a pipe a caller waits to see closed)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
     wait_for_exit(pid)

@@ -139,6 +139,33 @@ def _start_guardian(root: str, prefix: str) -> int | None:
         return None
 
 
+#: (owner pid, temp root, guardian pid) of this process's guardian (`_guardian_for`)
+_guardian: tuple[int, str, int] | None = None
+_guardian_lock = threading.Lock()
+
+
+def _guardian_for(root: str, prefix: str) -> int | None:
+    """This process's guardian: started once, and again only where it has died (killed on its own: the
+    process's next sandbox is guarded again), never one more per session (a session is made again after a
+    cleanup: each would have left a guardian asleep until the process ends)."""
+    global _guardian
+    with _guardian_lock:
+        g = _guardian
+        if g is not None and g[:2] == (os.getpid(), root) and _running_child(g[2]):
+            return g[2]
+        pid = _start_guardian(root, prefix)
+        _guardian = (os.getpid(), root, pid) if pid else None
+        return pid
+
+
+def _running_child(pid: int) -> bool:
+    """Whether `pid`, a child of this process, still runs (a child that ended is reaped here)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # not this process's child (a forked copy of the one that started it)
+        return False
+
+
 #: in each local sandbox's directory: its run, process and cgroups, for `reap.py`
 LABEL = "label.json"
 
@@ -159,12 +186,17 @@ class _Session:
         _sweep_stale_dirs(root)
         _cgroup.sweep_stale()
         prefix = f"ssrkit-{self.pid}-"  # the temp root's and the cgroups' (`_cgroup.SandboxCgroup.create`)
-        self.guardian = _start_guardian(root, prefix)  # first: whatever is made from here on dies with us
+        self.root, self.prefix = root, prefix
+        self.guardian = _guardian_for(root, prefix)  # first: whatever is made from here on dies with us
         self.base = tempfile.mkdtemp(prefix=prefix, dir=root)
         self.caches: dict[tuple[str, tuple[str, ...]], Tree] = {}
         self.lock = threading.Lock()
         self.etc = EtcView(os.path.join(self.base, "etc"))
         _cleanup.add_hook(self.cleanup)
+
+    def guard(self) -> None:
+        """Make sure the guardian runs (it may have been killed since), before a sandbox is made."""
+        self.guardian = _guardian_for(self.root, self.prefix)
 
     def cache_for(self, src: str, fingerprint: str, skip: list[str]) -> Tree:
         key = (fingerprint, tuple(skip))
@@ -615,6 +647,7 @@ class LocalSandbox(Sandbox):
         self._runs_since_reset = 0
 
         sess = _session()
+        sess.guard()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
         _cleanup.register(self)
         try:
