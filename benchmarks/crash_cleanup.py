@@ -42,9 +42,9 @@ from ssrkit.sandbox.local import _tmp_root  # noqa: E402
 ARTIFACTS = ROOT / "examples" / "artifacts" / "textkit"
 
 
-def ssrkit(*args: str, env: dict[str, str]) -> subprocess.Popen:
+def ssrkit(*args: str, env: dict[str, str], stderr) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "ssrkit", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
+                            stderr=stderr, env=env)
 
 
 def left(pid: int) -> dict[str, int]:
@@ -71,19 +71,26 @@ def one_run(kind: str, repo: Path, work: Path, after: float, wait: float, env: d
     arts = work / "arts"
     shutil.rmtree(arts, ignore_errors=True)
     shutil.copytree(work / ("validated" if kind == "solve" else "fresh"), arts)
+    err = open(work / "stderr.log", "w+b")
     if kind == "validate":
-        proc = ssrkit("validate", str(arts), "--repo", str(repo), "--jobs", "2", "--no-cache", env=env)
+        proc = ssrkit("validate", str(arts), "--repo", str(repo), "--jobs", "2", "--no-cache", env=env, stderr=err)
     else:
-        proc = ssrkit("solve", str(arts), "--repo", str(repo), "--solver", "repair", "-n", "4", "--jobs", "2",
-                      env=env)
+        proc = ssrkit("solve", str(arts), "--repo", str(repo), "--solver", "repair", "--attempts", "4", "--jobs",
+                      "2", env=env, stderr=err)
     t_start = time.monotonic()
     while not left(proc.pid)["sandboxes"] and proc.poll() is None and time.monotonic() - t_start < 120:
         time.sleep(0.02)
     time.sleep(after)
     at_kill = left(proc.pid)
     at_kill["t"] = round(time.monotonic() - t_start, 2)
+    if proc.poll() is not None:  # it ended before the kill: this run proves nothing
+        err.seek(0)
+        lines = err.read().decode(errors="replace").strip().splitlines()
+        raise SystemExit(f"ssrkit {kind} ended before the kill (exit code {proc.returncode}): "
+                         f"{lines[-1] if lines else 'no error output'}")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    err.close()
     t0 = time.monotonic()
     while True:
         now = left(proc.pid)

@@ -9,7 +9,7 @@ import tomllib
 import tomli_w
 
 from ssrkit.fsutil import json_text
-from ssrkit.units import RECORDS, relabel_bytes
+from ssrkit.units import relabel_bytes
 
 NODE_ART, DRIVER_ART = "/tmp/ssrkit-unit-x1/art-0001", "/home/ana/runs/r1/art-0001"
 NODE_REPO, DRIVER_REPO = "/root/.cache/ssrkit/repos/4f2a/textkit", "/home/ana/src/textkit"
@@ -38,7 +38,8 @@ def test_only_the_records_are_relabeled():
     files = unit_files()
     out = relabel_bytes(files, MAPPING)
     assert set(out) == set(files)
-    for rel in set(files) - set(RECORDS):  # model output and raw logs: untouched
+    for rel in ("trajectory.json", "fix.diff", "test_output.log", "logs/bug.log", "test_script.sh"):
+        # model output and raw logs: untouched
         assert out[rel] == files[rel], rel
     validation = json.loads(out["validation.json"])
     assert validation == {"artifact": DRIVER_ART, "source": {"kind": "local", "path": DRIVER_REPO},
