@@ -143,15 +143,15 @@ def render_checks(result: dict[str, Any]) -> None:
         secs = f"{c['seconds']:.2f}s" if c["seconds"] else ""
         table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), safe(c["message"]), secs)
     console.print(table)
+    budget = result.get("budget") or {}
+    if budget:  # before the verdict, which stays the last line
+        console.print(f"[dim]test runs: {budget['used']:.1f}s of the artifact's {budget['seconds']:g}s budget[/]")
     if result["valid"]:
         console.print(f"[green bold]valid[/]  FAIL_TO_PASS: {len(result['fail_to_pass'])}  "
                       f"PASS_TO_PASS: {len(result['pass_to_pass'])}  ({result['seconds']:.1f}s)")
     else:
         first = next(c for c in result["checks"] if c["status"] == "failed")
         console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {safe(first['message'])}")
-    budget = result.get("budget") or {}
-    if budget:
-        console.print(f"[dim]test runs: {budget['used']:.1f}s of the artifact's {budget['seconds']:g}s budget[/]")
 
 
 def _budget_line(results: list[dict[str, Any]]) -> str | None:
