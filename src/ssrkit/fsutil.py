@@ -32,8 +32,13 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def json_text(obj: Any) -> str:
+    """How ssrkit writes a JSON file (`atomic_write_json`)."""
+    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json_text(obj))
 
 
 def read_json(path: Path) -> Any:
