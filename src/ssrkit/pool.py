@@ -9,6 +9,9 @@ Layout of a run directory::
     RUN/round-001/tasks/<repo>/<id>/   pool artifacts carried into this round (fresh copies, no attempts)
     RUN/round-001/higher/<repo>/<id>/  higher-order artifacts made from this round's failed attempts
     RUN/round-001/round.json           this round's numbers (the same as its metrics.csv row)
+    RUN/round-001/policy/              the checkpoint trained after this round (its train_config.toml names the
+                                       checkpoint that played the round), when the run trains
+    RUN/round-001/learning.json        the learning panel's measures of this round (`ssrkit.learning`)
 
 Artifacts are found at any depth below a section (`<repo>/` is a convention that lets a recipe run each
 repository's steps on their own); hidden entries (`.staging/`, `.<id>.partial/`) are never artifacts.

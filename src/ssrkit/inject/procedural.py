@@ -46,7 +46,7 @@ from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
-from .testmap import TestMap, build_testmap, repo_fingerprint
+from .testmap import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
@@ -347,7 +347,8 @@ class Session:
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=cov_timeout, test_limit=self.settings.timeout,
+                                     timeout=cov_timeout, test_limit=per_test_limit(self.settings.timeout),
+                                     file_limit=self.settings.timeout,
                                      fingerprint=fingerprint, environment=environment_key(sb.options),
                                      cache=self.cache)
         self.engine.repo = RepoView(sb, self.testmap, self.profile, self.settings, self.test_patterns)
@@ -366,6 +367,7 @@ class Session:
         # a mutant may loop forever: screening runs get a few times the whole suite's duration
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
         self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
+        self.engine.estimate_timeouts = not self.section.get("screen_timeout")  # each run: from its tests' time
         if history:
             self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD",
                                         test_files=self.repo.test_files)
@@ -443,7 +445,8 @@ class Session:
             ev = self.engine
             self._unit_env = CandidateEnv(pool.source_ref(self.source), self.seed, self.settings,
                                           self.repo.for_evaluation(), ev.base_commit, ev.screen_timeout,
-                                          ev.existing, *self.sandbox_spec, str(ev.staging))
+                                          ev.existing, *self.sandbox_spec, str(ev.staging),
+                                          ev.estimate_timeouts)
         return pool.submit(candidate_unit, self._unit_env, cand)
 
     def receive(self, pool: Executor, result: Any) -> Outcome:

@@ -11,6 +11,8 @@ injection run leaves in its output directory: every name of them, defined once.
         tasks/<repo>/       TASKS           copies of earlier valid artifacts the round solves again        pool
         higher/<repo>/      HIGHER          higher-order artifacts made from the round's failed attempts    higher-order
         round.json          ROUND_SUMMARY   the round's metrics row                                        pool
+        policy/             POLICY_DIR      the checkpoint trained after the round, when the run trains     train
+        learning.json       LEARNING        the learning panel's measures of the round                     report
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from .fsutil import read_json
 POOL = "pool.json"
 METRICS = "metrics.csv"
 ROUND_SUMMARY = "round.json"
+#: the checkpoint trained after a round (its train_config.toml names the checkpoint that played the round)
+POLICY_DIR = "policy"
+#: the learning panel's measures of a round (`ssrkit.learning`), kept with the checkpoints they were made from
+LEARNING = "learning.json"
 INJECT, TASKS, HIGHER = "inject", "tasks", "higher"
 SECTIONS = (INJECT, TASKS, HIGHER)
 #: the file name of an injection run's record, in its output directory

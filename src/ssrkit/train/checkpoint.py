@@ -19,13 +19,13 @@ from typing import Any
 
 import torch
 
-from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
 from ssrkit.store.fsutil import atomic_write_json
-from ssrkit.store.hf_checkpoint import adapter_base, declared_dtype
+from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
+from ssrkit.store.hf_checkpoint import TRAIN_CONFIG, TRAINER_STATE, adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
-TRAINER_STATE_FILE = "trainer_state.json"
-CONFIG_FILE = "train_config.toml"
+TRAINER_STATE_FILE = TRAINER_STATE
+CONFIG_FILE = TRAIN_CONFIG
 METRICS_FILE = "metrics.jsonl"
 DATA_SUMMARY_FILE = "data_summary.json"
 STATE_DIR = "state"

@@ -26,7 +26,7 @@ class TrainConfig:
     model: str = ""  # Hugging Face checkpoint directory (or any id from_pretrained accepts offline)
     out: str = ""  # output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)
     resume: bool = False  # continue from out/state/ after a stop
-    roles: list[str] = field(default_factory=lambda: list(ROLES))  # roles to train on: solver, injector
+    roles: list[str] = field(default_factory=list)  # roles to train on (solver, injector, a rollout file's task names); empty: all
 
     # training rows: what a rollout becomes
     max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
@@ -216,9 +216,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for name, choices in _CHOICES.items():
         if getattr(cfg, name) not in choices:
             raise TrainError(f"{name} must be one of {', '.join(choices)}; got {getattr(cfg, name)!r}")
-    bad_roles = [r for r in cfg.roles if r not in ROLES]
-    if bad_roles or not cfg.roles:
-        raise TrainError(f"roles must be a non-empty subset of {', '.join(ROLES)}; got {cfg.roles}")
+    if any(not r.strip() for r in cfg.roles):
+        raise TrainError(f"roles must be role or task names (e.g. {', '.join(ROLES)}); got {cfg.roles}")
     positive = ("max_length", "micro_batch_size", "grad_accum", "epochs", "log_every", "lora_rank")
     for name in positive:
         if getattr(cfg, name) < 1:

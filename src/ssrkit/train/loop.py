@@ -178,7 +178,9 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     scan = read_rollouts(artifacts, cfg.roles)
     if not scan.rollouts:
         reasons = "; ".join(f"{n} {why}" for why, n in scan.skipped.items()) or "no trajectory.json found"
-        raise NothingToTrain(f"no trajectories with rewards in {scan.artifacts} artifact(s) ({reasons})")
+        where = " and ".join(f"{n} {what}" for n, what in ((scan.artifacts, "artifact(s)"),
+                                                          (scan.files, "rollout file(s)")) if n)
+        raise NothingToTrain(f"no trajectories with rewards in {where} ({reasons})")
     options = AdvantageOptions(
         std_scaling=cfg.std_scaling,
         leave_one_out=cfg.leave_one_out,
@@ -231,6 +233,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         )
     summary = {
         "artifacts": scan.artifacts,
+        "rollout_files": scan.files,
         "skipped": dict(scan.skipped),
         "roles": roles,
         "examples": stats.as_dict(),

@@ -37,6 +37,8 @@ class TestRun:
     parser_output: str = ""
     #: with `run_tests(parse_twice=True)`: the statuses of a second parse of the same log (None: it failed)
     reparsed: dict[str, str] | None = None
+    #: the parser did not finish within its budget (`parse_error` says so): it hangs on this log
+    parse_timed_out: bool = False
     #: the end of test_parser.py's stderr (its traceback) when the parse failed, kept for the logs
     parser_stderr: str = ""
 
@@ -54,6 +56,7 @@ class TestRun:
             "timed_out": self.timed_out,
             "log_truncated": self.truncated,
             "parse_error": self.parse_error,
+            "parse_timed_out": self.parse_timed_out,
             "counts": counts,
             "statuses": self.statuses,
         }
@@ -68,6 +71,7 @@ class TestRun:
             truncated=bool(data.get("log_truncated", False)),
             statuses=dict(data.get("statuses", {})),
             parse_error=data.get("parse_error"),
+            parse_timed_out=bool(data.get("parse_timed_out", False)),
         )
 
 
