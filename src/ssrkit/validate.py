@@ -345,14 +345,14 @@ class _Context:
 
     def hang_message(self) -> str:
         return (f"test_parser.py did not finish within {self.settings.parser_timeout:g}s on the {self.hung} run's "
-                f"log ({self.artifact.path / _log_name(self.hung)}); it is not run again on this artifact")
+                f"log ({self.artifact.path / log_path(self.hung)}); it is not run again on this artifact")
 
     def parsed(self, name: str) -> TestRun:
         """Run `name`, which a check judges: `_Stop` when its log could not be parsed (a parser that fails on
         the log of a broken build must say so, not make every test look failed)."""
         run = self.runs[name]
         if run.parse_error:
-            raise _Stop(f"on the {name} run's log ({self.artifact.path / _log_name(name)}): {run.parse_error}")
+            raise _Stop(f"on the {name} run's log ({self.artifact.path / log_path(name)}): {run.parse_error}")
         return run
 
     def _run_ahead(self, name: str, diffs: list[tuple[str, str]]) -> None:
