@@ -132,11 +132,32 @@ def _start_guardian(root: str, prefix: str) -> int | None:
     argv = [sys.executable, "-I", "-S", os.path.join(os.path.dirname(__file__), "_guardian.py"),
             str(os.getpid()), root, prefix, *dict.fromkeys(parents)]
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    # closed in the spawn, not only by the guardian once it runs: until then (a loaded machine: a while) it
+    # would hold a pipe a caller of ssrkit waits on
+    inherited = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
+    for actions in (null + inherited, null):  # an fd closed meanwhile by another thread: the guardian closes the rest
+        try:
+            return os.posix_spawn(sys.executable, argv, {}, file_actions=actions, setsid=True)
+        except (OSError, AttributeError, TypeError) as e:
+            why = e
+    log.debug("no guardian for the local sandboxes: %s", why)
+    return None
+
+
+def _inheritable_fds() -> list[int]:
+    """This process's descriptors above stderr that a child would inherit (a caller's pipe, say)."""
     try:
-        return os.posix_spawn(sys.executable, argv, {}, file_actions=null, setsid=True)
-    except (OSError, AttributeError, TypeError) as e:
-        log.debug("no guardian for the local sandboxes: %s", e)
-        return None
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    fds = []
+    for fd in (int(n) for n in names if n.isdigit() and int(n) > 2):
+        try:
+            if os.get_inheritable(fd):
+                fds.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return fds
 
 
 #: (owner pid, temp root, guardian pid) of this process's guardian (`_guardian_for`)
