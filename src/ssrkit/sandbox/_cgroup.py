@@ -21,6 +21,7 @@ import time
 from typing import Callable
 
 from ._cleanup import stale_names
+from ._procfs import stat_fields
 
 _counter = itertools.count()
 
@@ -236,12 +237,9 @@ _PF_EXITING = 0x4  # the kernel's task flag: the process has begun to exit (and 
 
 def _exiting(pid: int) -> bool:
     """Whether process `pid` is gone, a zombie, or exiting (it can neither run nor fork again)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
+    rest = stat_fields(pid)
+    if rest is None:
         return True
-    rest = data[data.rfind(b")") + 2:].split()
     try:
         return rest[0] in (b"Z", b"X", b"x") or bool(int(rest[6]) & _PF_EXITING)
     except (IndexError, ValueError):

@@ -83,6 +83,7 @@ from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
 from ._prestart import Ahead, Prestarted
+from ._procfs import stat_fields
 from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
@@ -357,12 +358,9 @@ def isolation_available() -> str | None:
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
     """(process group, session) of `pid`; None when it is gone or a zombie (nothing left to kill)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
+    rest = stat_fields(pid)
+    if rest is None:
         return None
-    rest = data[data.rfind(b")") + 2:].split()
     try:
         if rest[0] in (b"Z", b"X"):
             return None
