@@ -22,8 +22,12 @@ mapping of the whole suite, reported separately as `map`. The `all` rows are one
 Real repositories (`--real`), the way a new user would run ssrkit: for each repository (optionally
 `PATH=VENV`, else PATH/.venv or PATH/venv, else the current environment), with that virtualenv activated
 and no ssrkit.toml added, `ssrkit inject PATH --out DIR --n N` then `ssrkit validate DIR`, each as a
-command. One row per repository: commit, tests, wall time, valid/written, the strategies that produced
-artifacts, and for a miss the diagnosis ssrkit printed (a traceback anywhere is reported as such).
+command, with a fresh ssrkit cache (the coverage map and the original runs are made anew). One row per
+repository: commit, tests, the repository's own suite time (the command ssrkit maps coverage with, run
+without coverage in the same virtualenv, once before and once after ssrkit; their mean), ssrkit's wall
+(inject + validate), their ratio, valid/written, the strategies that produced artifacts, and for a miss the
+diagnosis ssrkit printed (a traceback anywhere is reported as such). The last line gives the median ratio:
+a ratio within one run, so a machine's load cancels out as far as it can.
 
     python benchmarks/inject_yield.py --real /tmp/trial/parse=/tmp/trial/venvs/parse ~/src/mylib --n 3
 """
@@ -96,21 +100,58 @@ def _ssrkit(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> 
         return subprocess.CompletedProcess(cmd, 124, e.stdout or "", f"timed out after {timeout:g}s")
 
 
+class _Dir:
+    """A repository directory read as `runner.detect_runner` reads a sandbox."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def read_file(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+
+def suite_command(repo: Path) -> str:
+    """The command ssrkit runs the whole suite with (`Profile.full_command`, without coverage)."""
+    from ssrkit.inject.runner import Profile, detect_runner
+
+    files = subprocess.run(["git", "-C", str(repo), "ls-files", "-co", "--exclude-standard", "--", "*.py"],
+                           capture_output=True, text=True).stdout.split()
+    return Profile(detect_runner(_Dir(repo), files)).full_command()  # type: ignore[arg-type]
+
+
+def suite_seconds(repo: Path, env: dict[str, str], timeout: float) -> float | None:
+    """Wall seconds of the repository's whole suite, run as ssrkit would run it (None: it did not finish)."""
+    t0 = time.monotonic()
+    try:
+        subprocess.run(["bash", "-c", suite_command(repo)], env=env, cwd=repo, capture_output=True,
+                       timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return time.monotonic() - t0
+
+
 def real_row(item: str, out_root: Path, args) -> dict:
-    """inject + validate on one real repository, as commands, in its own virtualenv."""
+    """inject + validate on one real repository, as commands, in its own virtualenv, between two timings
+    of the repository's own suite."""
     repo, venv = _venv_of(item)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT / "src")
+    env["SSRKIT_CACHE"] = str(out_root / f".cache-{repo.name}")  # fresh: coverage map and original runs made anew
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
         env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     out = out_root / repo.name
+    suite_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    suite_before = suite_seconds(repo, suite_env, args.timeout)
     t0 = time.monotonic()
     inj = _ssrkit(["inject", str(repo), "--out", str(out), "--n", str(args.n), "--seed", str(args.seed), "--json"],
                   env, out_root, args.timeout)
     val = _ssrkit(["validate", str(out), "--json"], env, out_root, args.timeout) if out.is_dir() else None
     wall = time.monotonic() - t0
+    suite_after = suite_seconds(repo, suite_env, args.timeout)
+    suites = [s for s in (suite_before, suite_after) if s is not None]
+    suite = sum(suites) / len(suites) if suites else None
     summary: dict = {}
     try:
         summary = json.loads((out / "inject.json").read_text())
@@ -126,6 +167,10 @@ def real_row(item: str, out_root: Path, args) -> dict:
     written = len(summary.get("artifacts") or [])
     valid = sum(1 for r in reports if isinstance(r, dict) and r.get("valid"))
     strategies = sorted({a["strategy"] for a in summary.get("artifacts") or []})
+    statuses: dict[str, int] = {}
+    for st in (summary.get("by_strategy") or {}).values():
+        for k, v in (st.get("statuses") or {}).items():
+            statuses[k] = statuses.get(k, 0) + v
     texts = [inj.stdout, inj.stderr] + ([val.stdout, val.stderr] if val is not None else [])
     note = ""
     if any("Traceback (most recent call last)" in t for t in texts):
@@ -134,15 +179,18 @@ def real_row(item: str, out_root: Path, args) -> dict:
         lines = run.get("diagnosis") or [ln for ln in inj.stderr.strip().splitlines() if ln.strip()][-3:]
         note = " | ".join(lines)[:600] or f"inject exit code {inj.returncode}"
     return {"repo": repo.name, "commit": head.stdout.strip() or "?", "tests": run.get("tests"),
-            "wall_s": round(wall, 1), "valid": valid, "written": written, "strategies": ",".join(strategies),
-            "tracer": run.get("tracer", ""), "notes": run.get("notes", []), "inject_exit": inj.returncode,
+            "suite_s": None if suite is None else round(suite, 2),
+            "suite_runs_s": [None if x is None else round(x, 2) for x in (suite_before, suite_after)],
+            "wall_s": round(wall, 1), "ratio": None if not suite else round(wall / suite, 1), "valid": valid, "written": written, "strategies": ",".join(strategies),
+            "tried": sum(statuses.values()), "statuses": statuses, "inject_s": run.get("seconds"),
+            "coverage_s": run.get("coverage_seconds"), "tracer": run.get("tracer", ""), "notes": run.get("notes", []), "inject_exit": inj.returncode,
             "validate_exit": None if val is None else val.returncode, "diagnosis": note}
 
 
 def main_real(args) -> int:
     rows = []
-    print(f"{'repository':22} {'commit':12} {'tests':>6} {'wall':>7} {'valid/written':>13}  strategies / diagnosis",
-          flush=True)
+    print(f"{'repository':22} {'commit':12} {'tests':>6} {'suite':>7} {'wall':>7} {'ratio':>6} {'valid/written':>13}  "
+          "strategies / diagnosis", flush=True)
     with tempfile.TemporaryDirectory(prefix="ssrkit-real-") as tmp:
         out_root = Path(args.out) if args.out else Path(tmp)
         out_root.mkdir(parents=True, exist_ok=True)
@@ -150,13 +198,20 @@ def main_real(args) -> int:
             r = real_row(item, out_root, args)
             rows.append(r)
             tail = r["strategies"] + (f"  {r['diagnosis']}" if r["diagnosis"] else "")
-            print(f"{r['repo']:22} {r['commit']:12} {str(r['tests']):>6} {r['wall_s']:6.1f}s "
+            suite = "?" if r["suite_s"] is None else f"{r['suite_s']:.1f}s"
+            ratio = "?" if r["ratio"] is None else f"{r['ratio']:.1f}x"
+            print(f"{r['repo']:22} {r['commit']:12} {str(r['tests']):>6} {suite:>7} {r['wall_s']:6.1f}s {ratio:>6} "
                   f"{str(r['valid']) + '/' + str(r['written']):>13}  {tail}", flush=True)
     hits = sum(1 for r in rows if r["valid"])
+    ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None)
+    median = None if not ratios else (ratios[len(ratios) // 2] if len(ratios) % 2 else
+                                      (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2)
     print(f"{hits}/{len(rows)} repositories with a valid artifact; "
-          f"{sum(r['valid'] for r in rows)}/{sum(r['written'] for r in rows)} artifacts valid", flush=True)
+          f"{sum(r['valid'] for r in rows)}/{sum(r['written'] for r in rows)} artifacts valid; median ratio "
+          f"(ssrkit's wall / the suite's) {'?' if median is None else f'{median:.1f}x'}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"settings": {"n": args.n, "seed": args.seed}, "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"settings": {"n": args.n, "seed": args.seed}, "median_ratio": median,
+                                         "rows": rows}, indent=2))
     return 0 if hits == len(rows) else 1
 
 

@@ -134,8 +134,14 @@ def bench(source: RepoSource, runs: int, others: list[RepoSource] = ()) -> dict[
         bwrap = shutil.which("bwrap")
         if bwrap:  # the floor on this machine right now: bubblewrap alone, no view, no limits, no cgroup
             bare = [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "true"]
-            out["bare bwrap"] = statistics.median(timed(lambda: subprocess.run(bare, capture_output=True))
-                                                  for _ in range(runs))
+            # and what `run` promises on top: the command is `bash -c COMMAND`
+            bash = [bwrap, "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "bash", "-c", "true"]
+            for key, argv in (("bare bwrap", bare), ("bare bwrap bash", bash)):
+                spaced_bare = []
+                for _ in range(runs):  # spaced as `exec spaced` is: the same state of the machine's caches
+                    time.sleep(0.03)
+                    spaced_bare.append(timed(lambda: subprocess.run(argv, capture_output=True)))
+                out[key] = statistics.median(spaced_bare)
         snaps, resets, noops = [], [], []
         for i in range(max(runs // 4, 3)):
             sb.run(f"echo {i} >> pkg/mod0/f0.py", timeout=60)
@@ -213,15 +219,21 @@ def main() -> None:
     if m:
         print()
         print(f"{'issue 15 measure (local-bwrap, medium)':<44} {'measured':>14} {'target':>14}  met")
-        floor = f" (bubblewrap alone here and now: {m['bare bwrap'] * 1000:.1f} ms)" if "bare bwrap" in m else ""
+        floor = (f" (bubblewrap alone here and now: {m['bare bwrap'] * 1000:.1f} ms; with `bash -c true` inside, "
+                 f"what every command runs: {m['bare bwrap bash'] * 1000:.1f} ms)") if "bare bwrap" in m else ""
         rows = [("sandbox exec (`true`), back to back", f"{m['exec'] * 1000:.1f} ms", "<= 8 ms", m["exec"] <= 0.008),
                 ("  30 ms after the last command", f"{m['exec spaced'] * 1000:.1f} ms", "<= 8 ms",
                  m["exec spaced"] <= 0.008),
-                ("  right after a reset (no target)", f"{m['exec reset'] * 1000:.1f} ms", "", None),
-                ("workspace cold / warm", f"{m['setup cold'] * 1000:.0f} / {m['setup warm'] * 1000:.0f} ms",
-                 "<= 150 / 50 ms", m["setup cold"] <= 0.150 and m["setup warm"] <= 0.050),
-                ("snapshot after one changed file", f"{m['snapshot'] * 1000:.1f} ms", "<= 20 ms",
-                 m["snapshot"] <= 0.020)]
+                ("  right after a reset (no target)", f"{m['exec reset'] * 1000:.1f} ms", "", None)]
+        if "bare bwrap" in m:  # issue 30: against its floor here and now, not a fixed number of milliseconds
+            rows += [("exec - bubblewrap alone, back to back", f"{(m['exec'] - m['bare bwrap']) * 1000:+.1f} ms",
+                      "<= +5 ms", m["exec"] - m["bare bwrap"] <= 0.005),
+                     ("  30 ms after the last command", f"{(m['exec spaced'] - m['bare bwrap']) * 1000:+.1f} ms",
+                      "<= +5 ms", m["exec spaced"] - m["bare bwrap"] <= 0.005)]
+        rows += [("workspace cold / warm", f"{m['setup cold'] * 1000:.0f} / {m['setup warm'] * 1000:.0f} ms",
+                  "<= 150 / 50 ms", m["setup cold"] <= 0.150 and m["setup warm"] <= 0.050),
+                 ("snapshot after one changed file", f"{m['snapshot'] * 1000:.1f} ms", "<= 20 ms",
+                  m["snapshot"] <= 0.020)]
         for what, got, goal, ok in rows:
             print(f"{what:<44} {got:>14} {goal:>14}  {'' if ok is None else 'yes' if ok else 'NO'}")
         print(f"exec{floor}")

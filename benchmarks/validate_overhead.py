@@ -13,6 +13,9 @@ For each repository and its artifacts this prints:
   grade     grading the oracle fix of each artifact (canary included: the graded run, the canary run, the
             parses in a clean sandbox), per attempt, against one raw run of the same tests (the mean of
             one just before and one just after);
+  floor     what grading a passing attempt cannot go below, as a ratio to the same raw run: its two test
+            runs (the graded one and the canary's) and the git work of the graded state (the artifact's
+            diffs, the fresh one-commit history the solver saw, the fix), each done raw in a plain copy;
 and, per sandbox backend, the cost of one workspace (open + pristine snapshot), one exec (`true`) and one
 reset. Last, the table of issue 15 with its targets and whether each is met: each ratio is measured per
 round (`--repeat` rounds, each measuring every number once, back to back) and the median of the rounds is
@@ -117,12 +120,30 @@ def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> 
         return time.perf_counter() - t0, EXECS[0] - n0
 
 
-def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, float]:
+def raw_prepare(repo: Path, art: Artifact) -> float:
+    """Time the git work of grading's graded state (`grade.prepare`) in a plain copy: apply the bug and the
+    weakening, a fresh one-commit history, apply the fix (the oracle's: the bug reversed)."""
+    from ssrkit.sandbox.base import fresh_history_command
+
+    with tempfile.TemporaryDirectory(prefix="ssrkit-raw-") as tmp:
+        work = Path(tmp) / "repo"
+        shutil.copytree(repo, work, symlinks=True)
+        for name, text in (("b.diff", art.bug_diff), ("w.diff", art.weaken_diff), ("f.diff", patch.reverse(art.bug_diff))):
+            (Path(tmp) / name).write_text(text)
+        d = Path(tmp)
+        script = (f"git apply {d / 'b.diff'} && git apply {d / 'w.diff'} && {fresh_history_command('Initial commit')} "
+                  f"&& git apply {d / 'f.diff'}")
+        t0 = time.perf_counter()
+        subprocess.run(["bash", "-c", script], cwd=work, check=True, capture_output=True, timeout=600)
+        return time.perf_counter() - t0
+
+
+def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float]:
     """(mean seconds to grade the oracle fix of a (validated) artifact, mean raw seconds of one run, mean
-    sandbox commands per grade)."""
+    sandbox commands per grade, mean floor of a grade in seconds: two raw runs and the raw git work)."""
     from ssrkit.grade import GradeSettings, grade
 
-    graded = raw = 0.0
+    graded = raw = floor = 0.0
     cmds = 0
     src = RepoSource.local(repo)
     for a in arts:
@@ -135,13 +156,15 @@ def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, f
             cmds += EXECS[0] - n1
         if not g.passed:
             raise SystemExit(f"the oracle fix of {a.path} failed grading: {g.reason}")
-        raw += (before + raw_run(repo, a, [])) / 2
-    return graded / len(arts), raw / len(arts), cmds / len(arts)
+        one = (before + raw_run(repo, a, [])) / 2
+        raw += one
+        floor += 2 * one + raw_prepare(repo, a)
+    return graded / len(arts), raw / len(arts), cmds / len(arts), floor / len(arts)
 
 
-def timed_validate_and_grade(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float]:
+def timed_validate_and_grade(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float, float]:
     """(validate --jobs 2 + cache seconds, grade seconds per attempt, raw seconds per run, commands per
-    grade)."""
+    grade, the floor of a grade in seconds)."""
     with tempfile.TemporaryDirectory(prefix="ssrkit-bench-") as tmp:
         os.environ["SSRKIT_CACHE"] = str(Path(tmp) / "cache")
         mine = copies(arts, Path(tmp) / "arts")
@@ -149,8 +172,8 @@ def timed_validate_and_grade(repo: Path, arts: list[Artifact]) -> tuple[float, f
         t0 = time.perf_counter()
         validate_all(items, Validator(Settings(jobs=2, cache=True)), redo=True)
         par = time.perf_counter() - t0
-        g, r, n = grade_per_attempt(repo, mine)
-        return par, g, r, n
+        g, r, n, f = grade_per_attempt(repo, mine)
+        return par, g, r, n, f
 
 
 def workspace_kind() -> str:
@@ -218,8 +241,9 @@ def main() -> None:
     count_execs()
     print(f"workspaces: {workspace_kind()}")
     print(f"{'repository':<12} {'artifacts':>9} {'raw s':>8} {'serial s':>9} {'overhead':>9} {'jobs2+cache s':>14} "
-          f"{'vs raw':>7} {'grade s':>8} {'run s':>6} {'grade/run':>9} {'cmds/art':>8} {'cmds/grade':>10}")
+          f"{'vs raw':>7} {'grade s':>8} {'run s':>6} {'grade/run':>9} {'floor':>6} {'cmds/art':>8} {'cmds/grade':>10}")
     ratios: dict[str, list[float]] = {}
+    floors: dict[str, list[float]] = {}  # per measure that has one: its floor here and now, per round
     for name, repo, arts in sets:
         rounds = []
         for _ in range(max(1, args.repeat)):  # a round measures each number once, back to back
@@ -230,17 +254,18 @@ def main() -> None:
                 t, n = timed_validate(repo, [a], jobs=1, cache=False)
                 raw += (before + raw_total(repo, [a])) / 2
                 serial, cmds = serial + t, cmds + n
-            par, grade_s, run_s, gcmds = timed_validate_and_grade(repo, arts)
-            rounds.append((raw, serial, par, grade_s, run_s))
-        raw, serial, par, grade_s, run_s = (statistics.median(col) for col in zip(*rounds))
+            par, grade_s, run_s, gcmds, floor_s = timed_validate_and_grade(repo, arts)
+            rounds.append((raw, serial, par, grade_s, run_s, floor_s))
+        raw, serial, par, grade_s, run_s, floor_s = (statistics.median(col) for col in zip(*rounds))
         print(f"{name:<12} {len(arts):>9} {raw:>8.2f} {serial:>9.2f} {serial / raw - 1:>+9.1%} {par:>14.2f} "
-              f"{par / raw:>6.2f}x {grade_s:>8.2f} {run_s:>6.2f} {grade_s / run_s:>8.2f}x {cmds / len(arts):>8.1f} "
-              f"{gcmds:>10.1f}")
+              f"{par / raw:>6.2f}x {grade_s:>8.2f} {run_s:>6.2f} {grade_s / run_s:>8.2f}x {floor_s / run_s:>5.2f}x "
+              f"{cmds / len(arts):>8.1f} {gcmds:>10.1f}")
         # a ratio per round (its two times measured minutes apart at most), then the median of the rounds:
         # the machine's speed drifts between rounds more than within one
         ratios[f"validate serial / raw, {name}"] = [r[1] / r[0] for r in rounds]
         ratios[f"validate --jobs 2 + cache / raw, {name}"] = [r[2] / r[0] for r in rounds]
         ratios[f"grade one passing attempt / one raw run, {name}"] = [r[3] / r[4] for r in rounds]
+        floors[f"grade one passing attempt / one raw run, {name}"] = [r[5] / r[4] for r in rounds]
 
     print()
     print(f"{'backend':<14} {'source':<22} {'workspace s':>12} {'exec s':>8} {'reset s':>8}")
@@ -266,6 +291,10 @@ def main() -> None:
         met = ("yes" if value <= target else "NO") if target is not None else ""
         spread = f"{min(values):.2f}-{max(values):.2f}"
         print(f"{measure:<52} {value:>8.2f}x {spread:>13} {goal:>8}  {met}")
+        if measure in floors:
+            floor = statistics.median(floors[measure])
+            print(f"{'  its floor: 2 raw runs + the raw git work':<52} {floor:>8.2f}x {'':>13} {'':>8}  "
+                  f"(ssrkit's own part: {value - floor:+.2f}x)")
 
 
 if __name__ == "__main__":

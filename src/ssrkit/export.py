@@ -10,10 +10,10 @@ the same commit — and keeps it alive by a ref `refs/ssrkit/<id>`. A task carri
 `main`), which its Dockerfile clones: a build needs neither the user's repository nor a registry. `patch` (the
 reverse of the bug) and `test_patch` (the reverse of the weakening) apply to the snapshot.
 
-Grading inside a task's container is ssrkit's own: `templates/export_grader.py` completed by `grader_script`
-with the parts of `testrun`, `pathmatch` and `grade` it needs (copied from their source, so there is one
-definition of each) and the artifact's grading data. In a SWE-bench task `eval.sh` runs it after the harness
-applied the model patch: it restores the listed test files and the protected files as `ssrkit solve` does, runs
+Grading inside a task's container is ssrkit's own: `templates/export_grader.py` (the container's I/O) completed
+by `grader_script` with the artifact's grading data, beside `verdict.zip`, ssrkit's `verdict` package whole
+(`verdict_zip`: every rule a fix is judged by, standard library only), which it imports. In a SWE-bench task
+`eval.sh` writes both and runs the grader after the harness applied the model patch: it restores the listed test files and the protected files as `ssrkit solve` does, runs
 the artifact's test script, parses the log with the artifact's own parser, and prints one line per test in the
 `--- PASS: <id> (0s)` form that SWE-bench's `parse_log_gotest` reads back exactly (pytest ids with spaces and
 ` - ` included, which SWE-bench's pytest parsers cut short). In a Harbor task `tests/test.sh` runs it on the
@@ -23,7 +23,8 @@ agent's work tree and writes the verdict of `ssrkit solve` (canary included) as 
 from __future__ import annotations
 
 import base64
-import inspect
+import functools
+import io
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,19 +40,17 @@ from typing import Any, Iterable, Iterator
 
 import tomli_w
 
-from . import grade as grading
 from . import patch as patches
-from . import pathmatch, testrun
+from .verdict.patterns import SHADOW_NAMES
 from .solvers import task_from_weaken_diff
-from .artifact import ATTEMPTS, BUG_DIFF, TRAJECTORY, WEAKEN_DIFF, Artifact, now_iso
+from .store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
-from .fsutil import atomic_write_text, own_dir
+from .store.fsutil import atomic_write_text, own_dir
 from .grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
-from .sandbox.base import OutputCapture
 from .solve import JUNK
-from .source import RepoSource
+from .store.source import RepoSource
 
 #: an exported task asks its harness for the limits ssrkit's own sandboxes have
 _LIMITS = Limits()
@@ -75,6 +75,9 @@ TASK_CONTAINER_ENV = "SSRKIT_TASK_CONTAINER"
 GIT_SAFETY = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.quotepath=false")
 #: the files Harbor reads the reward from, reward.json first (Harbor's names: not the artifact's REWARD)
 REWARD_FILES = tuple(f"reward.{ext}" for ext in ("json", "txt"))
+#: ssrkit's verdict package, beside an exported task's grade.py, and the name it is imported by there
+VERDICT_ZIP = "verdict.zip"
+VERDICT_PACKAGE = "ssrkit_verdict"
 FORMATS = ("swebench", "swebench-task", "harbor", "sft")
 
 _IDENT = {"GIT_AUTHOR_NAME": "ssrkit", "GIT_AUTHOR_EMAIL": "ssrkit@localhost",
@@ -210,6 +213,8 @@ def make_task(artifact: Artifact, source: RepoSource | None = None,
         "weaken_touched": weaken_touched,
         "originals": originals,
         "junk": list(JUNK),
+        # the modules a new file must not shadow, as this ssrkit judges them (not the task image's python)
+        "shadow_names": sorted(SHADOW_NAMES),
         "to_original": _join_diffs(patch, test_patch),
     }
     name = _repo_name(source)
@@ -225,36 +230,36 @@ def _join_diffs(*diffs: str) -> str:
 
 # -- the in-container grader ----------------------------------------------------------------------
 
-#: ssrkit's own grading code the grader runs, in this order (each needs only the ones before it)
-_GRADER_PARTS = (OutputCapture, testrun.ParseError, testrun.TestRun, testrun.parse_statuses, pathmatch.matches,
-                 grading.Expectations, grading._short, grading.judge, grading.shadowed_module,
-                 grading.canary_target, grading._id_pattern, grading.Canary, grading._test_defs,
-                 grading._failing_assertion, grading._start, grading._selecting_words, grading._edited,
-                 grading._parses, grading.make_canary)
+@functools.cache
+def verdict_zip() -> bytes:
+    """`ssrkit.verdict`, whole, as the zip an exported grader imports it from (package `ssrkit_verdict`; its
+    imports are relative, so it needs no other name). Deterministic: sorted names, fixed times and modes, so
+    the same ssrkit exports the same bytes."""
+    package = resources.files("ssrkit.verdict")
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(p.name for p in package.iterdir() if p.name.endswith(".py")):
+            info = zipfile.ZipInfo(f"{VERDICT_PACKAGE}/{name}", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, package.joinpath(name).read_bytes())
+    return buf.getvalue()
 
 
 def grader_script(data: dict[str, Any]) -> str:
-    """`grade.py`: a standard-library script that grades in the task's container (see templates/export_grader.py)."""
+    """`grade.py`: a standard-library script that grades in the task's container, importing ssrkit's verdict from
+    VERDICT_ZIP beside it (see templates/export_grader.py)."""
     template = resources.files("ssrkit.templates").joinpath("export_grader.py").read_text(encoding="utf-8")
     constants = "\n".join([
-        f"PASSED, FAILED, SKIPPED, ERROR, XPASSED = {testrun.PASSED!r}, {testrun.FAILED!r}, "
-        f"{testrun.SKIPPED!r}, {testrun.ERROR!r}, {testrun.XPASSED!r}",
-        f"STATUSES = {testrun.STATUSES!r}",
-        f"SHADOW_NAMES = frozenset({sorted(grading.SHADOW_NAMES)!r})",
-        f"IMPORT_ROOTS = {grading.IMPORT_ROOTS!r}",
-        f"_TEST_MODULE = re.compile({grading._TEST_MODULE.pattern!r})",
-        f"_WORD = re.compile({grading._WORD.pattern!r})",
-        f"_FILLER = {grading._FILLER!r}",
+        f"VERDICT_ZIP = {VERDICT_ZIP!r}",
         f"TASK_CONTAINER_ENV = {TASK_CONTAINER_ENV!r}",
         f"OUTPUT_BYTES = {_LIMITS.output_bytes!r}",
         f"GIT_SAFETY = {GIT_SAFETY!r}",
         f"REWARD_FILES = {REWARD_FILES!r}",
-        "pyast = types.SimpleNamespace(parse=ast.parse)  # ssrkit.pyast: the grader parses in one thread",
     ])
-    parts = "\n\n".join(inspect.getsource(obj) for obj in _GRADER_PARTS)
     payload = base64.b64encode(json.dumps(data, sort_keys=True).encode("utf-8")).decode("ascii")
-    return (f"#!/usr/bin/env python3\nfrom __future__ import annotations\n\n{template}\n\n"
-            f"# -- from ssrkit (testrun, pathmatch, grade) {'-' * 56}\n\n{constants}\n\n\n{parts}\n\n"
+    return (f"#!/usr/bin/env python3\nfrom __future__ import annotations\n\n"
+            f"# -- from ssrkit.export {'-' * 80}\n{constants}\n\n{template}\n\n"
             f"DATA = json.loads(base64.b64decode({payload!r}).decode('utf-8'))\n\n"
             f"if __name__ == '__main__':\n    sys.exit(main(DATA, sys.argv[1:]))\n")
 
@@ -285,6 +290,7 @@ def eval_script(task: Task) -> str:
         "# it prints one `--- PASS|FAIL|SKIP: <test id> (0s)` line per test (log_parser parse_log_gotest)",
         *_b64_heredoc("/tmp/ssrkit-eval/grade.py", grader_script(task.grading).encode("utf-8"),
                       "EOF_SSRKIT_GRADER"),
+        *_b64_heredoc(f"/tmp/ssrkit-eval/{VERDICT_ZIP}", verdict_zip(), "EOF_SSRKIT_VERDICT"),
         f"export SSRKIT_GRADE_STATE={GRADER_STATE}",
         f": '{START_MARKER}'",
         "python3 -I -S /tmp/ssrkit-eval/grade.py swebench",
@@ -446,6 +452,7 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
     write_bundle(task.source.path, task.artifact.id, d / "environment" / BUNDLE)
     shutil.copyfile(d / "environment" / BUNDLE, d / "tests" / BUNDLE)  # the verifier's own copy of the snapshot
     (d / "tests" / "grade.py").write_text(grader_script(task.grading))
+    (d / "tests" / VERDICT_ZIP).write_bytes(verdict_zip())
     (d / "tests" / "test.sh").write_text(TEST_SH)
     (d / "tests" / "test.sh").chmod(0o755)
     solve = ["#!/bin/bash", "# the reference fix: the reverse of the injected bug", "set -e",
@@ -461,12 +468,13 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
 
 def sft_examples(artifact: Artifact) -> Iterator[dict[str, Any]]:
     """Chat transcripts of the artifact's successful solver attempts."""
-    from .attempts import scored_attempts
+    from .store import trajectory as trajectories
+    from .store.attempts import scored_attempts
 
     for attempt in scored_attempts(artifact):
         if not attempt.passed:
             continue
-        traj = artifact.read_json(f"{ATTEMPTS}/{attempt.name}/{TRAJECTORY}")
+        traj = trajectories.read_or_none(attempt.trajectory)  # none, or not an ssrkit.trajectory/1 file: skipped
         if not traj or not traj.get("messages"):
             continue
         yield {

@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, EVAL, FIX, LOGS, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
-                       Artifact, Metadata, content_id, create_artifact)
+from .store.artifact import (BUG_DIFF, FIX, METADATA, OUTPUT_DIRS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF,
+                             Artifact, Metadata, content_id, create_artifact)
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
-from .fsutil import own_dir
+from .store.fsutil import own_dir
 from .grade import GradeSettings
-from .pathmatch import matches
+from .verdict.patterns import matches
 from .sandbox import PRISTINE, Sandbox, SandboxOptions
-from .attempts import completed_attempts, read_eval
-from .source import RepoSource
+from .store.attempts import any_complete, completed_attempts, read_eval, read_fix
+from .store.source import RepoSource
 from .units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
@@ -159,10 +159,10 @@ def plan_higher_order(artifact: Artifact, settings: GradeSettings
         if record.get("passed"):
             skip(d.name, "the attempt passed")
             continue
-        if not (d / FIX).is_file():
+        fix = read_fix(artifact, d.name)
+        if fix is None:
             skip(d.name, f"no {FIX}")
             continue
-        fix = (d / FIX).read_bytes().decode("utf-8", "replace")
         try:
             code = code_part(fix, artifact, settings)
         except PatchError as e:
@@ -303,7 +303,7 @@ def validate_made(outcomes: list[Outcome], validator: "Validator", executor: "Ex
 def known_artifacts(dirs: list[Path], out_dir: Path) -> dict[str, Path]:
     """id → directory of the artifacts found below `dirs` (at any depth), except those in `out_dir`, which
     is this run's own output (found there, an artifact counts as made by this run)."""
-    from .artifact import find_artifacts
+    from .store.artifact import find_artifacts
 
     missing = [d for d in dirs if not Path(d).is_dir()]
     if missing:
@@ -331,7 +331,7 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
     if executor is None:
         assert open_sandbox is not None, "make_all needs open_sandbox or an executor"
         for artifact, source in ranked:
-            if not any((d / EVAL).is_file() for d in artifact.attempt_dirs()):
+            if not any_complete(artifact):
                 out.append(Outcome(str(artifact.path), "-", "skipped", "no finished attempts: run `ssrkit solve` first"))
                 continue
             out.extend(make_higher_order(artifact, source, out_dir, open_sandbox, settings=settings, seen=seen,
@@ -340,11 +340,11 @@ def _make_all(items, out_dir, open_sandbox, *, settings, max_new, executor, sand
     from .executor import run_units
 
     assert sandbox is not None, "make_all with an executor needs sandbox=(backend, options)"
-    plans = [plan_higher_order(a, settings) if any((d / EVAL).is_file() for d in a.attempt_dirs()) else None
+    plans = [plan_higher_order(a, settings) if any_complete(a) else None
              for a, _ in ranked]
     busy = [k for k, p in enumerate(plans) if p is not None and p[1]]
     combos = run_units(executor, combine_unit, [
-        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=(ATTEMPTS, LOGS)),
+        (*sandbox, executor.artifact_ref(ranked[k][0].path, skip=OUTPUT_DIRS),
          executor.source_ref(ranked[k][1]), [(name, code) for name, _, code in plans[k][1]], settings)  # type: ignore[index]
         for k in busy])
     by_k = dict(zip(busy, combos))

@@ -9,6 +9,9 @@ Layout of a run directory::
     RUN/round-001/tasks/<repo>/<id>/   pool artifacts carried into this round (fresh copies, no attempts)
     RUN/round-001/higher/<repo>/<id>/  higher-order artifacts made from this round's failed attempts
     RUN/round-001/round.json           this round's numbers (the same as its metrics.csv row)
+    RUN/round-001/policy/              the checkpoint trained after this round (its train_config.toml names the
+                                       checkpoint that played the round), when the run trains
+    RUN/round-001/learning.json        the learning panel's measures of this round (`ssrkit.learning`)
 
 Artifacts are found at any depth below a section (`<repo>/` is a convention that lets a recipe run each
 repository's steps on their own); hidden entries (`.staging/`, `.<id>.partial/`) are never artifacts.
@@ -28,17 +31,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
-from .attempts import current_reward, scored_attempts
+from .store.artifact import CORE_FILES, LOGS, METADATA, VALIDATION, Artifact, check_name, find_artifacts
+from .store.attempts import current_reward, scored_attempts
 from .errors import SsrkitError
-from .fsutil import atomic_write_json, atomic_write_text, read_json
-from .inject.summary import INJECT_SUMMARIES, discarded_by_strategy
-from .source import RepoSource
-
-POOL = "pool.json"
-METRICS = "metrics.csv"
-ROUND_SUMMARY = "round.json"
-SECTIONS = ("inject", "tasks", "higher")
+from .store.fsutil import atomic_write_json, atomic_write_text, read_json
+from .inject.summary import discarded_by_strategy
+from .store.runs import (HIGHER, INJECT, METRICS, POOL, ROUND_SUMMARY, SECTIONS, TASKS, inject_records, round_dir,
+                         round_numbers)
+from .store.source import RepoSource
 
 METRIC_COLUMNS = [
     "round", "injected", "valid", "validity_rate", "validity_by_strategy", "tasks", "attempts", "solved",
@@ -54,19 +54,6 @@ def repo_label(source: RepoSource | None) -> str:
     raw = source.path if source.kind == "local" else source.image
     name = Path(str(raw).rstrip("/")).name if source.kind == "local" else str(raw)
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).lstrip(".") or "repo"
-
-
-def round_dir(run: Path, n: int) -> Path:
-    return Path(run) / f"round-{n:03d}"
-
-
-def round_numbers(run: Path) -> list[int]:
-    out = []
-    for p in Path(run).glob("round-*"):
-        suffix = p.name.split("-", 1)[1]
-        if p.is_dir() and suffix.isdigit():
-            out.append(int(suffix))
-    return sorted(out)
 
 
 def round_artifacts(run: Path, n: int, sections: tuple[str, ...] = SECTIONS) -> dict[str, list[Artifact]]:
@@ -173,13 +160,13 @@ def select_tasks(run: Path, round_no: int, *, n_new: int, old_ratio: float, seed
         raise SsrkitError("--old-ratio must be in [0, 1)")
     pool = Pool.load(run)
     current = set()
-    for arts in round_artifacts(run, round_no, ("inject",)).values():
+    for arts in round_artifacts(run, round_no, (INJECT,)).values():
         current.update(a.id for a in arts)
     candidates = [e for e in pool.active if e.id not in current and e.added_round < round_no]
     want = round(old_ratio / (1.0 - old_ratio) * max(n_new, 1)) if old_ratio else 0
     rng = random.Random(f"{seed}-{round_no}")
     chosen = sorted(rng.sample(candidates, min(want, len(candidates))), key=lambda e: e.id)
-    dest_root = round_dir(run, round_no) / "tasks"
+    dest_root = round_dir(run, round_no) / TASKS
     out = []
     for e in chosen:
         dest = dest_root / (e.repo or "unknown") / e.id
@@ -215,7 +202,7 @@ def _mean(xs: list[float]) -> float | None:
 def made_before(run: Path, round_no: int) -> set[str]:
     """The ids of the artifacts made (injected or higher-order) in the rounds before `round_no`."""
     return {a.id for n in round_numbers(run) if n < round_no
-            for arts in round_artifacts(run, n, ("inject", "higher")).values() for a in arts}
+            for arts in round_artifacts(run, n, (INJECT, HIGHER)).values() for a in arts}
 
 
 def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[str, Any]:
@@ -234,7 +221,7 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
     wall time).
     """
     arts = round_artifacts(run, round_no)
-    injected = arts["inject"]
+    injected = arts[INJECT]
     by_strategy: dict[str, list[int]] = {}
     valid_new = 0
     validate_seconds = 0.0
@@ -247,20 +234,20 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
         st[0] += ok
         st[1] += 1
     # candidates (or agent runs) that injection tried and discarded count against validity too
-    for summary in (round_dir(run, round_no) / "inject").rglob(INJECT_SUMMARIES):
+    for summary in inject_records(round_dir(run, round_no) / INJECT):
         for strategy, discarded in discarded_by_strategy(summary).items():
             by_strategy.setdefault(strategy, [0, 0])[1] += discarded
     injected_total = sum(t for _, t in by_strategy.values())
-    tasks = [a for s in ("inject", "tasks") for a in arts[s] if a.is_valid]
+    tasks = [a for s in (INJECT, TASKS) for a in arts[s] if a.is_valid]
     attempts = solved = 0
     rates: list[float] = []
     inj_rewards: list[float] = []
     sol_rewards: list[float] = []
     solve_seconds = 0.0
-    for section, a in [*(("inject", a) for a in arts["inject"]), *(("tasks", a) for a in arts["tasks"])]:
+    for section, a in [*((INJECT, a) for a in arts[INJECT]), *((TASKS, a) for a in arts[TASKS])]:
         r = current_reward(a)
         if r:
-            if section == "inject":  # the injector acted this round only on its new artifacts
+            if section == INJECT:  # the injector acted this round only on its new artifacts
                 inj_rewards.append(float(r["injector_reward"]))
             if r.get("valid"):
                 sol_rewards.extend(s.reward for s in scored_attempts(a) if s.reward is not None)
@@ -271,8 +258,8 @@ def round_metrics(run: Path, round_no: int, pool: Pool | None = None) -> dict[st
             ev = s.eval or {}
             solver_seconds = (ev.get("solver_info") or {}).get("seconds", 0.0)
             solve_seconds += float(ev.get("seconds", 0.0) or 0.0) + float(solver_seconds or 0.0)
-    earlier = made_before(run, round_no) if arts["higher"] else set()
-    higher_valid = len({a.id for a in arts["higher"] if a.is_valid and a.id not in earlier})
+    earlier = made_before(run, round_no) if arts[HIGHER] else set()
+    higher_valid = len({a.id for a in arts[HIGHER] if a.is_valid and a.id not in earlier})
     pool = pool or Pool.load(run)
     return {
         "round": round_no,
@@ -303,10 +290,10 @@ def close_round(run: Path, round_no: int, *, retire_after: int = 2) -> dict[str,
         raise SsrkitError(f"{round_dir(run, round_no)} does not exist")
     pool = Pool.load(run)
     arts = round_artifacts(run, round_no)
-    for a in [*arts["inject"], *arts["higher"]]:
+    for a in [*arts[INJECT], *arts[HIGHER]]:
         if a.is_valid:
             pool.add(a, run, round_no)
-    for a in [*arts["inject"], *arts["tasks"]]:
+    for a in [*arts[INJECT], *arts[TASKS]]:
         r = current_reward(a)
         if r and r.get("valid") and r.get("n_attempts"):
             pool.record(a.id, round_no, float(r["solve_rate"]))

@@ -29,14 +29,13 @@ import time
 from dataclasses import dataclass
 
 from . import patch as patches
-from .config import DEFAULT_TEST_PATTERNS
 from .errors import PatchError, SsrkitError
 from .inject.operators import REPAIR, REPAIR_OPERATORS, functions, mutations
 from .inject.source_text import SourceText
 from .inject.testmap import run_with_coverage
 from .sandbox.base import Sandbox
 from .testrun import FAILED, PASSED, SKIPPED, ERROR, run_parser, run_tests
-from .validate import is_test_like
+from .verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
 
 MIN_CANDIDATE_TIMEOUT = 10.0  # seconds
 CANDIDATE_TIMEOUT_FACTOR = 5.0  # × the baseline (coverage) run's duration

@@ -11,9 +11,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .artifact import Artifact, find_artifacts
-from .attempts import current_reward
+from .store.artifact import Artifact, find_artifacts
+from .store.attempts import current_reward
 from .errors import SsrkitError
+from .learning import learning_rows
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -60,13 +61,15 @@ def solve_rate_histogram(rates: list[float]) -> dict[str, int]:
     return out
 
 
-def build_report(run: Path) -> dict[str, Any]:
+def build_report(run: Path, learning: bool = True) -> dict[str, Any]:
     """Every number of `ssrkit report`, from the artifact files (and pool.json for the pool).
 
     rounds: `pool.round_metrics` of each round. solve_rate_histogram: per round, the tasks solved that round
     (new and carried) by solve rate; a task carried into three rounds is counted in each. strategy_mix and
     order_mix: the valid artifacts the run made (injected or higher-order), each id once however many rounds
-    made it; top_failing_checks: the first failed check of each invalid one, each id once.
+    made it; top_failing_checks: the first failed check of each invalid one, each id once. learning: the learning
+    panel (`ssrkit.learning`); `learning` False: do not measure the KL and gap that learning.json does not hold yet
+    (forward passes of the round's checkpoints).
     """
     run = Path(run)
     if not run.is_dir():
@@ -91,9 +94,12 @@ def build_report(run: Path) -> dict[str, Any]:
         histogram[str(n)] = solve_rate_histogram(task_solve_rates([*arts["inject"], *arts["tasks"]]))
     valid = [a for a in made.values() if a.is_valid]
     failing = Counter(first for a in made.values() if (first := first_failed_check(a)))
+    panel, note = learning_rows(run, per_round, measure=learning)
     return {
         "run": str(run),
         "rounds": per_round,
+        "learning": panel,
+        "learning_note": note,
         "solve_rate_histogram": histogram,
         "strategy_mix": dict(Counter(a.metadata.strategy for a in valid).most_common()),
         "order_mix": {str(k): v for k, v in sorted(Counter(a.metadata.order for a in valid).items())},
@@ -118,8 +124,7 @@ class PlotsUnavailable(SsrkitError):
     """Plots need matplotlib (the `report` extra); the report itself does not."""
 
 
-def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
-    """PNG plots of the report (matplotlib, no display needed)."""
+def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError:
@@ -128,33 +133,51 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_lines(path: Path, x: list[int], series: dict[str, list[float | None]], *, title: str,
+               xlabel: str = "round", ylim: tuple[float, float] | None = None, zero_line: bool = False) -> Path:
+    """One PNG of named series over rounds (None: a gap): the report's line plots, and any other per-round curve
+    (the learning panel, `benchmarks/learning.py`)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for (label, values), marker in zip(series.items(), "osD^v<>"):
+        ax.plot(x[: len(values)], [float("nan") if v is None else float(v) for v in values], marker=marker,
+                label=label)
+    if zero_line:
+        ax.axhline(0, color="grey", lw=0.5)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_xlabel(xlabel)
+    ax.set_xticks(x)
+    ax.legend()
+    ax.set_title(title)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return _save(fig, Path(path))
+
+
+def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """PNG plots of the report (matplotlib, no display needed)."""
+    plt = _pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rounds = [r["round"] for r in report["rounds"]]
-    paths: list[Path] = []
 
     def nums(key: str) -> list[float]:
         return [float("nan") if r.get(key) is None else float(r[key]) for r in report["rounds"]]
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(rounds, nums("solve_rate"), marker="o", label="solve rate (attempts)")
-    ax.plot(rounds, nums("validity_rate"), marker="s", label="validity rate (injections)")
-    ax.set_xlabel("round")
-    ax.set_ylim(-0.05, 1.05)
-    ax.set_xticks(rounds)
-    ax.legend()
-    ax.set_title("Rates per round")
-    paths.append(_save(fig, out / "rates.png"))
+    paths = [
+        plot_lines(out / "rates.png", rounds, {"solve rate (attempts)": nums("solve_rate"),
+                                               "validity rate (injections)": nums("validity_rate")},
+                   title="Rates per round", ylim=(-0.05, 1.05)),
+        plot_lines(out / "rewards.png", rounds, {"injector reward": nums("injector_reward_mean"),
+                                                 "solver reward": nums("solver_reward_mean")},
+                   title="Mean rewards per round", zero_line=True),
+    ]
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(rounds, nums("injector_reward_mean"), marker="o", label="injector reward")
-    ax.plot(rounds, nums("solver_reward_mean"), marker="s", label="solver reward")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("round")
-    ax.set_xticks(rounds)
-    ax.legend()
-    ax.set_title("Mean rewards per round")
-    paths.append(_save(fig, out / "rewards.png"))
+    if report.get("learning"):
+        paths.append(plot_learning(report["learning"], out / "learning.png"))
 
     paths.append(_save(_histogram_figure(plt, report["solve_rate_histogram"]), out / "solve_rate_histogram.png"))
 
@@ -167,6 +190,20 @@ def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
 
     paths.append(_save(_time_figure(plt, rounds, nums("validate_seconds"), nums("solve_seconds")), out / "time.png"))
     return paths
+
+
+def plot_learning(rows: list[dict[str, Any]], path: Path) -> Path:
+    """The learning panel as curves: each role's mean reward and KL to the first policy, per round."""
+    rounds = sorted({r["round"] for r in rows})
+    series: dict[str, list[float | None]] = {}
+    for role in ("solver", "injector"):
+        mine = {r["round"]: r for r in rows if r["role"] == role}
+        for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the first policy")):
+            values = [mine.get(n, {}).get(key) for n in rounds]
+            if any(v is not None for v in values):
+                series[f"{role}: {label}"] = values
+    return plot_lines(path, rounds, series, title="Learning: reward and distance from the first policy",
+                      zero_line=True)
 
 
 def _time_figure(plt: Any, rounds: list[int], validate: list[float], solve: list[float]) -> Any:

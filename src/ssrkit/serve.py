@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Protocol
 
 from .errors import SsrkitError
-from .fsutil import atomic_write_json, atomic_write_text
-from .hf_checkpoint import declared_dtype
+from .store.fsutil import atomic_write_json, atomic_write_text
+from .store.hf_checkpoint import declared_dtype
 
 
 class ServeError(SsrkitError):

@@ -16,8 +16,6 @@ in one group.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 import shlex
 import time
@@ -26,16 +24,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, CANARY_OUTPUT, EVAL, FIX, LOGS, TEST_OUTPUT, TRAJECTORY, WEAKEN_DIFF,
-                       Artifact)
-from .attempts import attempt_binding, attempt_dir, claim_new_attempt, plan_attempts, read_eval
+from .store.artifact import BUG_DIFF, FIX, LOGS, OUTPUT_DIRS, TRAJECTORY, WEAKEN_DIFF, Artifact
+from .store.attempts import (as_received, attempt_dir, attempt_files, begin_attempt, claim_new_attempt, eval_record,
+                             has_fix, has_trajectory, plan_attempts, read_eval, read_fix, receive_attempt, write_fix,
+                             write_graded)
 from .errors import PatchError, SsrkitError
-from .executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
-from .grade import Expectations, GradeSettings, eval_record, grade, load_expectations
-from .config import Config
+from .executor import ArtifactRef, Scratch, SourceRef, relabel
+from .grade import Expectations, GradeSettings, grade, load_expectations
+from .store.config import Config
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
-from .source import RepoSource
+from .store.source import RepoSource
 from .units import path_mapping, relabel_bytes
 
 if TYPE_CHECKING:
@@ -157,22 +156,14 @@ class Engine:
     def _write_graded(self, artifact: Artifact, name: str, fix_diff: str, *, solver: str,
                       solver_info: dict[str, Any], expect: Expectations, source: RepoSource) -> dict[str, Any]:
         result = self.grade_fix(artifact, source, fix_diff, expect)
-        artifact.write_text(f"{ATTEMPTS}/{name}/{TEST_OUTPUT}", result.log)
-        canary_log = f"{ATTEMPTS}/{name}/{CANARY_OUTPUT}"
-        if result.canary_log:
-            artifact.write_text(canary_log, result.canary_log)
-        else:
-            artifact.remove(canary_log)  # a regrade without a canary run: no stale log of an earlier one
-        record = eval_record(result, solver=solver, attempt=name, artifact=artifact, solver_info=solver_info)
-        record.update(attempt_binding(artifact, name))  # the files this verdict is about
-        artifact.write_json(f"{ATTEMPTS}/{name}/{EVAL}", record)
-        return record
+        record = eval_record(result.to_dict(), solver=solver, attempt=name, artifact=artifact,
+                             solver_info=solver_info)
+        return write_graded(artifact, name, result.log, result.canary_log, record)
 
     # one attempt -------------------------------------------------------------------------------
     def run_attempt(self, artifact: Artifact, source: RepoSource, solver: Solver, name: str,
                     expect: Expectations, hide: list[str] | None = None) -> dict[str, Any]:
-        artifact.remove(f"{ATTEMPTS}/{name}")  # refuses a symlinked attempts/ or attempt directory
-        d = artifact.make_dir(f"{ATTEMPTS}/{name}")
+        d = begin_attempt(artifact, name)
         started = time.monotonic()
         hide = hide if hide is not None else self.hidden_paths([artifact])
         with self.open(source, hide=hide) as sb:
@@ -182,22 +173,24 @@ class Engine:
                                timeout=self.options.grade.timeout)
             out = solver.solve(ctx)
             fix = out.fix_diff if out.fix_diff is not None else solver_diff(sb)
+        if out.trajectory is not None:  # the agent's record says how large the fix it is graded by is
+            out.trajectory.set_submission({**(out.trajectory.data["submission"] or {}),
+                                           "fix_diff_bytes": len(fix.encode())})
         info = {**solver.describe(), **out.info, "seconds": round(time.monotonic() - started, 3)}
-        if (d / TRAJECTORY).is_file():
+        if has_trajectory(artifact, name):
             info["trajectory"] = TRAJECTORY
-        artifact.write_text(f"{ATTEMPTS}/{name}/{FIX}", fix)
+        write_fix(artifact, name, fix)
         return self._write_graded(artifact, name, fix, solver=solver.name, solver_info=info, expect=expect,
                                   source=source)
 
     def regrade_attempt(self, artifact: Artifact, source: RepoSource, name: str,
                         expect: Expectations) -> dict[str, Any]:
-        d = attempt_dir(artifact, name)
-        fix_path = d / FIX
-        if not fix_path.is_file():
-            raise SsrkitError(f"{d}: no {FIX} to re-grade; run `ssrkit solve` to redo this attempt")
+        # past the diff limit the rest is never read: the verdict is "too large"
+        fix = read_fix(artifact, name, limit=patches.MAX_DIFF_BYTES + 1)
+        if fix is None:
+            raise SsrkitError(f"{attempt_dir(artifact, name)}: no {FIX} to re-grade; run `ssrkit solve` to redo "
+                              f"this attempt")
         old = read_eval(artifact, name) or {}
-        with open(fix_path, "rb") as fh:  # past the diff limit the rest is never read: the verdict is "too large"
-            fix = fh.read(patches.MAX_DIFF_BYTES + 1).decode("utf-8", "replace")
         info = dict(old.get("solver_info") or {})
         info["regraded"] = True
         return self._write_graded(artifact, name, fix, solver=old.get("solver", "unknown"), solver_info=info,
@@ -208,7 +201,7 @@ class Engine:
         """Grade a patch produced by any other tool and keep it as a new attempt (solver "external")."""
         expect = expect or load_expectations(artifact)
         name = claim_new_attempt(artifact)
-        artifact.write_text(f"{ATTEMPTS}/{name}/{FIX}", fix_diff)
+        write_fix(artifact, name, fix_diff)
         info = {"name": EXTERNAL, **({"origin": origin} if origin else {})}
         return self._write_graded(artifact, name, fix_diff, solver=EXTERNAL, solver_info=info, expect=expect,
                                   source=source)
@@ -223,19 +216,15 @@ class Engine:
 
         ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
         spec: Any = self.options if ex.portable else self
-        skip = (LOGS,) if any(s is None for _, s, _, _ in jobs) else (LOGS, ATTEMPTS)
+        skip = (LOGS,) if any(s is None for _, s, _, _ in jobs) else OUTPUT_DIRS  # a regrade ships the fixes
         refs = {i: (ex.artifact_ref(items[i][0].path, skip=skip), ex.source_ref(items[i][1]))
                 for i in sorted({i for i, _, _, _ in jobs})}
 
         def done(k: int, out: tuple[dict[str, Any], dict[str, bytes] | None]) -> None:
             record, files = out
             if files is not None:
-                from .executor import write_tree
-
                 i, _, name, _ = jobs[k]
-                artifact = items[i][0]
-                artifact.remove(f"{ATTEMPTS}/{name}")  # refuses a symlinked attempts/ or attempt directory
-                write_tree(artifact.make_dir(f"{ATTEMPTS}/{name}"), files, last=(EVAL,))
+                receive_attempt(items[i][0], name, files)
             if on_done:
                 on_done(record)
 
@@ -269,7 +258,7 @@ class Engine:
         for i, (artifact, source) in enumerate(items):
             expect = load_expectations(artifact)
             for d in artifact.attempt_dirs():
-                if (d / FIX).is_file():
+                if has_fix(artifact, d.name):
                     jobs.append((i, None, d.name, expect))
         return self._map(items, jobs, None, on_done, executor)
 
@@ -319,11 +308,8 @@ def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name
             # the scratch copy, and the driver's artifact paths when this node can see them (one machine)
             here = sorted({p for p in [*engine.hidden_paths([art]), *(hide or [])] if os.path.exists(p)})
             record = engine.run_attempt(art, source, solver, name, expect, here)
-        files = read_tree(attempt_dir(art, name))
+        files = attempt_files(art, name)
     mapping = path_mapping(path, ref, source, sref)
     record = relabel(record, mapping)
-    files = relabel_bytes(files, mapping)
-    if FIX in files:  # the fix as the driver writes it
-        record["fix_sha256"] = hashlib.sha256(files[FIX]).hexdigest()
-    files[EVAL] = (json.dumps(record, indent=2, sort_keys=False, ensure_ascii=False) + "\n").encode()
+    files = as_received(record, relabel_bytes(files, mapping))
     return record, files

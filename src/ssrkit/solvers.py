@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import patch as patches
-from .artifact import BUG_DIFF, FIX, TRAJECTORY, Artifact
+from .store.artifact import BUG_DIFF, Artifact
 from .errors import SsrkitError
-from .fsutil import atomic_write_text
+from .store import trajectory as trajectories
 from .sandbox.base import Sandbox
 
 if TYPE_CHECKING:
@@ -38,6 +38,8 @@ class SolverOutput:
     #: the fix; None means "whatever the solver left in the sandbox" (the usual case)
     fix_diff: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: the agent's trajectory, when the solver ran one: the engine records in it the size of the fix it grades
+    trajectory: "Trajectory | None" = None
 
 
 class Solver(ABC):
@@ -77,7 +79,7 @@ class LLMSolver(Solver):
 
     The task is the fixed template around the reversed `test_weaken.diff`; the trajectory is saved in the
     attempt directory after every step. The fix is whatever the agent left in the sandbox, whatever its exit
-    status: grading decides. Model errors (endpoint down, unknown model) abort the run instead of being
+    status (the engine's diff against the solver's starting state, commits included): grading decides. Model errors (endpoint down, unknown model) abort the run instead of being
     recorded as failed attempts, so they never turn into rewards.
     """
 
@@ -102,12 +104,12 @@ class LLMSolver(Solver):
         from .agents import solver_task
 
         task = solver_task(ctx.test_diff)
-        traj, _ = run_llm_solver(ctx.sandbox, self.client, task, ctx.out_dir, config=self.config,
-                                 info={"artifact": ctx.artifact.id, "attempt": ctx.attempt})
+        traj = run_llm_solver(ctx.sandbox, self.client, task, ctx.out_dir, config=self.config,
+                              info={"artifact": ctx.artifact.id, "attempt": ctx.attempt})
         info: dict[str, Any] = {"exit_status": traj.exit_status, "turns": len(traj.turns)}
         if traj.error:
             info["error"] = traj.error
-        return SolverOutput(info=info)
+        return SolverOutput(info=info, trajectory=traj)
 
 
 class RepairSolver(Solver):
@@ -172,12 +174,12 @@ def task_from_weaken_diff(weaken_diff: str) -> str:
 
 
 def run_llm_solver(sandbox: Sandbox, client: "ModelClient", task_text: str, out_dir: str | Path | None = None, *,
-                   config: "AgentConfig | None" = None, info: dict | None = None) -> "tuple[Trajectory, str]":
-    """Run the solver agent; return its trajectory and the fix (`sandbox.diff()` at the end, '' if none).
+                   config: "AgentConfig | None" = None, info: dict | None = None) -> "Trajectory":
+    """Run the solver agent in `sandbox`; return its trajectory.
 
     `task_text` is the whole task, normally `task_from_weaken_diff(artifact.weaken_diff)`. With `out_dir`,
-    `trajectory.json` is saved there after every step and `fix.diff` at the end. The fix is taken whatever
-    the exit status: grading decides.
+    `trajectory.json` is saved there after every step. The fix is what the agent leaves in the sandbox, taken
+    whatever the exit status by whoever grades it (`ssrkit solve`: `solve.solver_diff`, once).
     """
     from .agents import Agent, AgentConfig, Trajectory, solver_system
 
@@ -185,10 +187,6 @@ def run_llm_solver(sandbox: Sandbox, client: "ModelClient", task_text: str, out_
     system = solver_system(command_timeout=config.command_timeout, max_turns=config.max_turns)
     out = Path(out_dir) if out_dir is not None else None
     traj = Trajectory("solver", model=client.describe(), limits=config.to_dict(),
-                      path=out / TRAJECTORY if out else None, info=info)
+                      path=trajectories.path_in(out) if out else None, info=info)
     Agent(client, sandbox, config).run(traj, system, task_text)
-    fix = sandbox.diff()
-    traj.set_submission({**(traj.data["submission"] or {}), "fix_diff_bytes": len(fix.encode())})
-    if out is not None:
-        atomic_write_text(out / FIX, fix)
-    return traj, fix
+    return traj

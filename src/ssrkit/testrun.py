@@ -8,111 +8,29 @@ unknown statuses are errors a person can act on.
 
 from __future__ import annotations
 
-import json
+import math
 import re
 import shlex
 import threading
-from dataclasses import dataclass, field
+import time
 from importlib import resources
-from typing import Any, Sequence
+from typing import Sequence
 
-from .artifact import TEST_PARSER, TEST_SCRIPT
+from .store.artifact import TEST_PARSER, TEST_SCRIPT
 from .errors import SandboxError
 from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, ExecResult, Sandbox, decode_output
 from .text import clip
+# test statuses and a run's record are the verdict's (standard library only, shipped in exported tasks);
+# importers of ssrkit.testrun keep finding them here
+from .verdict.statuses import (ERROR, FAILED, PASSED, SKIPPED, STATUSES, XPASSED, ParseError,  # noqa: F401
+                               TestRun, parse_statuses)
 
 #: Seconds one test run may take (`[validate] timeout`, `--timeout`): validation, grading and the injectors.
 TEST_TIMEOUT = 90.0
 
-PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
-#: an expected failure that passed (pytest's non-strict XPASS): not a failure of the run, but not a pass either,
-#: so a FAIL_TO_PASS or PASS_TO_PASS test reported so fails the grade (as a strict xfail would)
-XPASSED = "xpassed"
-STATUSES = (PASSED, FAILED, SKIPPED, ERROR, XPASSED)
+#: seconds a parse may take (`[validate] parser_timeout`), counted from when its log is complete
 PARSER_TIMEOUT = 60.0
 STDERR_TAIL = 8192  # bytes of the parser's stderr read back after a failure
-
-
-class ParseError(ValueError):
-    """The parser's output is not one JSON object of test id → allowed status."""
-
-
-@dataclass
-class TestRun:
-    """One execution of test_script.sh + test_parser.py."""
-
-    log: str
-    exit_code: int
-    seconds: float
-    timed_out: bool
-    truncated: bool
-    statuses: dict[str, str] = field(default_factory=dict)
-    parse_error: str | None = None
-    parser_output: str = ""
-    #: with `run_tests(parse_twice=True)`: the statuses of a second parse of the same log (None: it failed)
-    reparsed: dict[str, str] | None = None
-    #: the end of test_parser.py's stderr (its traceback) when the parse failed, kept for the logs
-    parser_stderr: str = ""
-
-    @property
-    def passed(self) -> set[str]:
-        return {t for t, s in self.statuses.items() if s == PASSED}
-
-    def summary(self) -> dict[str, Any]:
-        counts: dict[str, int] = {}
-        for s in self.statuses.values():
-            counts[s] = counts.get(s, 0) + 1
-        return {
-            "exit_code": self.exit_code,
-            "seconds": round(self.seconds, 3),
-            "timed_out": self.timed_out,
-            "log_truncated": self.truncated,
-            "parse_error": self.parse_error,
-            "counts": counts,
-            "statuses": self.statuses,
-        }
-
-    @classmethod
-    def from_summary(cls, data: dict[str, Any], log: str = "") -> "TestRun":
-        return cls(
-            log=log,
-            exit_code=int(data.get("exit_code", -1)),
-            seconds=float(data.get("seconds", 0.0)),
-            timed_out=bool(data.get("timed_out", False)),
-            truncated=bool(data.get("log_truncated", False)),
-            statuses=dict(data.get("statuses", {})),
-            parse_error=data.get("parse_error"),
-        )
-
-
-def parse_statuses(text: str) -> dict[str, str]:
-    """Strictly decode the parser's stdout. Raises ParseError with a message saying what to fix."""
-    stripped = text.strip()
-    if not stripped:
-        raise ParseError("test_parser.py printed nothing; it must print one JSON object {test id: status}")
-
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in seen:
-                raise ParseError(f"test_parser.py printed the test id {clip(repr(k), 300)} twice; test ids must be unique")
-            seen[k] = v
-        return seen
-
-    try:
-        data = json.loads(stripped, object_pairs_hook=no_duplicates)
-    except json.JSONDecodeError as e:
-        preview = " ".join(stripped.split())[:120]
-        raise ParseError(f"test_parser.py did not print valid JSON ({e.msg} at char {e.pos}); "
-                         f"it printed: {preview!r}") from None
-    if not isinstance(data, dict):
-        raise ParseError(f"test_parser.py printed a JSON {type(data).__name__}, not an object {{test id: status}}")
-    out: dict[str, str] = {}
-    for k, v in data.items():
-        if not isinstance(v, str) or v.strip().lower() not in STATUSES:
-            raise ParseError(f"test {clip(repr(k), 300)} has status {clip(repr(v), 300)}; allowed: {', '.join(STATUSES)}")
-        out[k] = v.strip().lower()
-    return out
 
 
 def why_no_tests(log: str, exit_code: int, script: str) -> str:
@@ -144,27 +62,60 @@ def why_no_tests(log: str, exit_code: int, script: str) -> str:
     return f"the log is empty; {fix}"
 
 
-def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float = PARSER_TIMEOUT,
+def run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float | None = None,
                twice: bool = False) -> tuple[dict[str, str] | None, str | None, str]:
     """Run test_parser.py on a log; return (statuses or None, error or None, raw stdout).
 
     The parser runs on the interpreter `python3` resolves to in the sandbox (`Sandbox.interpreter`: shims
-    followed once, not on every run). With `twice`, a second run on the same log goes alongside the first in
-    the same command (validation's determinism check, for the cost of neither a second command nor a second
-    start-up in a row); its result is in `last_reparse(sandbox)`.
-    """
+    followed once, not on every run), within `timeout` (default `PARSER_TIMEOUT`). With `twice`, a second run
+    on the same log goes alongside the first in the same command (validation's determinism check, for the
+    cost of neither a second command nor a second start-up in a row); its result is in
+    `last_reparse(sandbox)`."""
+    return _run_parser(sandbox, parser, log, timeout=timeout, twice=twice)[:3]
+
+
+def _run_parser(sandbox: Sandbox, parser: str, log: str, *, timeout: float | None, twice: bool,
+                limit: float = math.inf) -> tuple[dict[str, str] | None, str | None, str, bool]:
+    """`run_parser`, and whether the parse ran out of time; `limit`: the wall-clock time (time.time()) it
+    must end by, whatever its budget."""
+    budget = PARSER_TIMEOUT if timeout is None else timeout
+    budget = max(min(budget, limit - time.time()), 0.0)
     log_file = sandbox.scratch_path(_LOG)
     sandbox.write_file(log_file, log.encode("utf-8", "replace"))
-    res = sandbox.run(_parse_command(sandbox, parser, log_file, twice), timeout=timeout)
-    return _parse_result(sandbox, res.exit_code, res.timed_out, res.output, timeout)
-
-
-def _parse_command(sandbox: Sandbox, parser: str, log_file: str, twice: bool) -> str:
-    """The shell command running test_parser.py on `log_file`: its stdout is the command's output, its
-    stderr goes to a scratch file, its exit code is the command's; `twice`: see `run_parser`."""
     python, path, err = _write_parser(sandbox, parser)
-    second = f"{{ {_second_parse(sandbox, python, path, log_file)}; }} & " if twice else ""
-    return f"{second}{python} {path} <{log_file} 2>{err}; rc=$?; wait; exit $rc"
+    if not twice:  # the command ends with the parser (what it left dies with the command)
+        res = sandbox.run(f"{python} {path} <{log_file} 2>{err}", timeout=budget)
+        return _parse_result(sandbox, res.exit_code, res.timed_out, res.output, budget)
+    flag = _clear_flag(sandbox)
+    parse = _parse_args(sandbox, python, path, log_file, budget, math.inf, twice, flag)
+    res = sandbox.run(f"{python} {_write_waiter(sandbox)} --parse {parse} 2>{err}", timeout=budget + 5)
+    return _parse_result(sandbox, res.exit_code, res.timed_out or _flagged(sandbox, flag), res.output, budget)
+
+
+def _parse_args(sandbox: Sandbox, python: str, path: str, log_file: str, budget: float, limit: float,
+                twice: bool, flag: str) -> str:
+    """PARSE of `templates/parse_ahead.py` (its module docstring), shell-quoted."""
+    if twice:
+        out2, rc2 = sandbox.scratch_path(_OUT2), sandbox.scratch_path(_RC2)
+        sandbox.write_file(rc2, "")
+    else:
+        out2 = rc2 = "-"
+    return " ".join([path, log_file, f"{budget:.3f}", "inf" if math.isinf(limit) else f"{limit:.3f}",
+                     out2, rc2, flag, python])
+
+
+def _clear_flag(sandbox: Sandbox) -> str:
+    """The scratch file where `parse_ahead.py` says a parse ran out of time, emptied."""
+    flag = sandbox.scratch_path(_FLAG)
+    sandbox.write_file(flag, "")
+    return flag
+
+
+def _flagged(sandbox: Sandbox, flag: str) -> bool:
+    try:
+        return sandbox.read_file(flag).strip() == b"timeout"
+    except (OSError, SandboxError):
+        return False
 
 
 def _write_parser(sandbox: Sandbox, parser: str) -> tuple[str, str, str]:
@@ -181,19 +132,11 @@ def _write_waiter(sandbox: Sandbox) -> str:
     return path
 
 
-def _second_parse(sandbox: Sandbox, python: str, path: str, log_file: str) -> str:
-    """The determinism check's second parse as a shell command: its stdout (capped) and exit code to scratch
-    files, read back by `last_reparse`."""
-    out2, rc2 = sandbox.scratch_path(_OUT2), sandbox.scratch_path(_RC2)
-    sandbox.write_file(rc2, "")
-    return f"{python} {path} <{log_file} 2>/dev/null | head -c {REPARSE_BYTES} >{out2}; echo ${{PIPESTATUS[0]}} >{rc2}"
-
-
 def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str,
-                  timeout: float) -> tuple[dict[str, str] | None, str | None, str]:
-    """(statuses or None, error or None, raw stdout) of a `_parse_command` that ended so."""
+                  timeout: float) -> tuple[dict[str, str] | None, str | None, str, bool]:
+    """(statuses or None, error or None, raw stdout, timed out) of a parse command that ended so."""
     if timed_out:
-        return None, f"test_parser.py did not finish within {timeout:.0f}s", output
+        return None, f"test_parser.py did not finish within {timeout:.0f}s", output, True
     if exit_code != 0:
         # only the end of stderr is read back (a parser can write gigabytes), and only its last line shown,
         # with the parser's line the traceback names last (a SyntaxError says where only there)
@@ -202,11 +145,11 @@ def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str
         last = clip(lines[-1], 1024) if lines else "no error output"
         where = _PARSER_LINE.findall(tail)
         at = f" (test_parser.py line {where[-1]})" if where else ""
-        return None, f"test_parser.py exited with code {exit_code}: {last}{at}", output
+        return None, f"test_parser.py exited with code {exit_code}: {last}{at}", output, False
     try:
-        return parse_statuses(output), None, output
+        return parse_statuses(output), None, output, False
     except ParseError as e:
-        return None, clip(str(e)), output
+        return None, clip(str(e)), output, False
 
 
 def parser_stderr(sandbox: Sandbox) -> str:
@@ -220,9 +163,10 @@ def parser_stderr(sandbox: Sandbox) -> str:
 
 _PARSER_LINE = re.compile(r'File "[^"\n]*test_parser\.py", line (\d+)')
 _LOG, _ERR, _OUT2, _RC2 = "test_parser.log", "test_parser.err", "test_parser.out2", "test_parser.rc2"
+_FLAG = "test_parser.timeout"  # `parse_ahead.py` writes `timeout` there when a parse ran out of time
 #: `_ParseAhead`: the waiting script (a template of the same name), its signal to go, what it says it did
 _AHEAD, _SIGNAL, _STATUS = "parse_ahead.py", "test_parser.signal", "test_parser.status"
-REPARSE_BYTES = 16 * 1024 * 1024  # stdout of the second run kept (beyond this it is no JSON object anyway)
+REPARSE_BYTES = 16 * 1024 * 1024  # stdout of the second run kept (`parse_ahead.REPARSE_BYTES`)
 
 
 def last_reparse(sandbox: Sandbox) -> dict[str, str] | None:
@@ -243,11 +187,14 @@ def last_reparse(sandbox: Sandbox) -> dict[str, str] | None:
 
 def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: float,
               parse_in: Sandbox | None = None, diffs: Sequence[tuple[str, str]] = (),
-              checks: Sequence[tuple[str, str]] = (), parse_twice: bool = False) -> TestRun:
+              checks: Sequence[tuple[str, str]] = (), parse_twice: bool = False,
+              parser_timeout: float | None = None, limit: float = math.inf) -> TestRun:
     """Apply `diffs` ((label, diff) in order) to the sandbox's current state, run the test script, then parse
     its log (in `parse_in` when given: grading parses where the code under test never ran, so it cannot
     tamper with the parser); `parse_twice` parses it twice at once (`run_parser`), the second in `reparsed`.
     `checks`: diffs that must also apply on top of `diffs` (`git apply --check`, before the script runs).
+    `parser_timeout`: the parse's budget (default `PARSER_TIMEOUT`), cut to end by `limit` (a wall-clock
+    time, time.time(): validation's budget for the artifact) where the parse is not made ahead.
 
     The applies and the test script are one command (one sandbox start): the applies' output goes to a
     scratch file, shown only when one fails (PatchError naming that diff's label, the script not run), so
@@ -258,11 +205,12 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
     script = sandbox.scratch_path(TEST_SCRIPT)
     sandbox.write_file(script, test_script, mode=0o755)
     applies = sandbox.applies(diffs, checks=checks)
+    budget = PARSER_TIMEOUT if parser_timeout is None else parser_timeout
     if parse_in is None and sandbox.parses_in_run:
-        return _run_and_parse(sandbox, script, test_parser, timeout, applies, parse_twice)
+        return _run_and_parse(sandbox, script, test_parser, timeout, applies, parse_twice, budget, limit)
     ahead = None
     if parse_in is not None and parse_in is not sandbox and parse_in.parses_ahead and not parse_twice:
-        ahead = _ParseAhead(parse_in, test_parser, wait=timeout + 30)
+        ahead = _ParseAhead(parse_in, test_parser, wait=timeout + 30, budget=budget)
     try:
         res = sandbox.run(applies.command(f"bash {script}"), timeout=timeout)
         applies.check(res.output)
@@ -274,12 +222,12 @@ def run_tests(sandbox: Sandbox, test_script: str, test_parser: str, *, timeout: 
                   truncated=res.truncated)
     done = ahead.parse(run.log) if ahead is not None else None
     if done is not None:
-        _set_parse(run, *done, None)
+        _set_parse(run, done, None)
         _keep_stderr(run, ahead.sandbox)
         return run
     if parse_in is not None:
         parse_in.reset(PRISTINE)  # after the run: the parsing sandbox may be the one that ran the tests
-    _parse_separately(parse_in or sandbox, run, test_parser, parse_twice)
+    _parse_separately(parse_in or sandbox, run, test_parser, parse_twice, budget, limit)
     return run
 
 
@@ -287,12 +235,13 @@ class _ParseAhead:
     """test_parser.py started in another sandbox while the tests run (`templates/parse_ahead.py`): Python's
     start-up and the sandbox's are paid during the test run; once the log is known, the host writes it and
     the signal to go, and only the parse itself is left. The parser sees the same bytes on its stdin, with
-    the same budget (`PARSER_TIMEOUT`, counted from the signal: past it the host kills the command,
+    the same budget (`budget`, counted from the signal: past it the host kills the command,
     `Sandbox.interrupt`), as a parse started afterwards (`run_parser`). Where the parser could not be
     started ahead, `parse` returns None: parse the ordinary way."""
 
-    def __init__(self, sandbox: Sandbox, parser: str, *, wait: float) -> None:
+    def __init__(self, sandbox: Sandbox, parser: str, *, wait: float, budget: float) -> None:
         self.sandbox = sandbox
+        self.budget = budget
         self.log, self.signal, self.status = (sandbox.scratch_path(n) for n in (_LOG, _SIGNAL, _STATUS))
         self._ready = threading.Event()
         self._res: ExecResult | None = None
@@ -317,8 +266,8 @@ class _ParseAhead:
         finally:
             self._ready.set()
         try:
-            self._res = sb.run(cmd, timeout=wait + PARSER_TIMEOUT + 30)
-        except Exception:
+            self._res = sb.run(cmd, timeout=wait + self.budget + 30)
+        except BaseException:  # noqa: BLE001 - Interrupted too (a daemon thread): the caller's next command meets it
             self._failed = True
 
     def _say(self, word: str, log: bytes = b"") -> bool:
@@ -334,12 +283,12 @@ class _ParseAhead:
         except (OSError, SandboxError):
             return False
 
-    def parse(self, log: str) -> tuple[dict[str, str] | None, str | None, str] | None:
-        """(statuses or None, error or None, raw stdout), as `run_parser` returns; None: parse it yourself."""
+    def parse(self, log: str) -> tuple[dict[str, str] | None, str | None, str, bool] | None:
+        """(statuses or None, error or None, raw stdout, timed out); None: parse it yourself."""
         said = self._say("go", log.encode("utf-8", "replace"))
         if not said:
             self._say("stop")
-        limit = PARSER_TIMEOUT
+        limit = self.budget
         self._thread.join(limit)
         timed_out = self._thread.is_alive()
         if timed_out:  # the parser's budget is over: its command is killed, as a parse command's would be
@@ -362,9 +311,10 @@ class _ParseAhead:
         self._thread.join()
 
 
-def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool) -> None:
-    statuses, error, raw = run_parser(sandbox, parser, run.log, twice=twice)
-    _set_parse(run, statuses, error, raw, last_reparse(sandbox) if twice and statuses is not None else None)
+def _parse_separately(sandbox: Sandbox, run: TestRun, parser: str, twice: bool, budget: float,
+                      limit: float) -> None:
+    done = _run_parser(sandbox, parser, run.log, timeout=budget, twice=twice, limit=limit)
+    _set_parse(run, done, last_reparse(sandbox) if twice and done[0] is not None else None)
     _keep_stderr(run, sandbox)
 
 
@@ -374,9 +324,10 @@ def _keep_stderr(run: TestRun, sandbox: Sandbox) -> None:
         run.parser_stderr = parser_stderr(sandbox)
 
 
-def _set_parse(run: TestRun, statuses: dict[str, str] | None, error: str | None, raw: str,
+def _set_parse(run: TestRun, done: tuple[dict[str, str] | None, str | None, str, bool],
                reparsed: dict[str, str] | None) -> None:
-    run.parser_output = raw
+    """Record a parse that ended so (statuses or None, error or None, raw stdout, timed out)."""
+    statuses, error, run.parser_output, run.parse_timed_out = done
     run.reparsed = reparsed
     if statuses is not None:
         run.statuses = statuses
@@ -387,21 +338,25 @@ def _set_parse(run: TestRun, statuses: dict[str, str] | None, error: str | None,
 _RUN_LOG, _RUN_STATUS, _RUN_RC = "test_script.log", "test_script.status", "test_script.rc"
 
 
-def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, applies, twice: bool) -> TestRun:
+def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, applies, twice: bool,
+                   budget: float, limit: float) -> TestRun:
     """One command for the applies, the test script (its output to a scratch log) and the parser. The shell
     starts the tests in the background, in a process group of their own (`set -m`, as coreutils' `timeout`
     would), and becomes `templates/parse_ahead.py --after-tests`: Python starts while the tests run. It
     waits for them up to their budget, kills every process they left (`kill(-1)`: the command's pid
-    namespace holds nothing else), writes their exit code, times and log size, then becomes the parser on
-    the log, which runs alone, as in a command of its own, and reads the log the host keeps, byte for byte.
-    Where that cannot be (the log is longer than a command's output keeps, or not UTF-8, or the tests killed
-    the command itself), the kept log is parsed by a command of its own."""
+    namespace holds nothing else), writes their exit code, times and log size, then parses the log the
+    host keeps, byte for byte: a forked copy of it becomes the parser, which runs alone, as in a command of
+    its own, within its own `budget` counted from the end of the tests (and by `limit`); the command ends
+    with the parser's own exit, whatever it left behind. Where that cannot be (the log is longer than a
+    command's output keeps, or not UTF-8, or the tests killed the command itself), the kept log is parsed by
+    a command of its own."""
     log_file, status, rc_file = (sandbox.scratch_path(n) for n in (_RUN_LOG, _RUN_STATUS, _RUN_RC))
     sandbox.write_file(status, "")
     sandbox.write_file(rc_file, "")
     ahead = _write_waiter(sandbox)
     python, path, err = _write_parser(sandbox, parser)
-    second = _second_parse(sandbox, python, path, log_file) if twice else ""
+    flag = _clear_flag(sandbox)
+    parse = _parse_args(sandbox, python, path, log_file, budget, limit, twice, flag)
     cap = sandbox.limits.output_bytes  # type: ignore[attr-defined]
     now = "${EPOCHREALTIME:-$(date +%s.%N)}"  # bash 5, else coreutils
     # the job writes the tests' exit code too: one that ends before the shell execs Python is reaped by the
@@ -411,8 +366,8 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
     driver = (f"t0={now}; set -m; {{ set -m; bash {script} >{log_file} 2>&1 </dev/null; r=$?; "
               f"echo $r >{rc_file}; exit $r; }} 2>/dev/null & "
               f"exec {python} {ahead} --after-tests $! $t0 {max(timeout, 0.001):.3f} {log_file} {status} {cap} "
-              f"{path} {shlex.quote(second)} {rc_file} 2>{err}")
-    res = sandbox.run(applies.command(driver), timeout=timeout + PARSER_TIMEOUT + 30)
+              f"{rc_file} {parse} 2>{err}")
+    res = sandbox.run(applies.command(driver), timeout=timeout + budget + 30)
     applies.check(res.output)
     try:
         data, truncated = sandbox.read_capped(log_file)
@@ -422,32 +377,19 @@ def _run_and_parse(sandbox: Sandbox, script: str, parser: str, timeout: float, a
     if done is None:  # the tests killed the command before it got to the parse (or it ran out of time)
         run = TestRun(log=decode_output(data), exit_code=res.exit_code, seconds=res.seconds,
                       timed_out=res.timed_out, truncated=truncated)
-        _parse_separately(sandbox, run, parser, twice)
+        _parse_separately(sandbox, run, parser, twice, budget, limit)
         return run
     rc, seconds, size = done
     timed_out = rc in (TIMEOUT_EXIT_CODE, 128 + 9) and seconds >= timeout - 0.05
     run = TestRun(log=decode_output(data), exit_code=TIMEOUT_EXIT_CODE if timed_out else rc, seconds=seconds,
                   timed_out=timed_out, truncated=truncated)
     if truncated or size != len(data) or not _is_utf8(data):
-        _parse_separately(sandbox, run, parser, twice)  # the parser must see what is kept: the kept log
+        _parse_separately(sandbox, run, parser, twice, budget, limit)  # the parser must see the kept log
         return run
-    statuses, error, raw = _parse_result(sandbox, res.exit_code, res.timed_out, res.output, PARSER_TIMEOUT)
-    reparsed = None
-    if twice and statuses is not None:
-        reparsed = last_reparse(sandbox)
-        if reparsed is None and not _reparse_ended(sandbox):  # the first parse ended the command (os._exit)
-            reparsed = run_parser(sandbox, parser, run.log)[0]  # before the second did: it runs again alone
-    _set_parse(run, statuses, error, raw, reparsed)
+    parsed = _parse_result(sandbox, res.exit_code, res.timed_out or _flagged(sandbox, flag), res.output, budget)
+    _set_parse(run, parsed, last_reparse(sandbox) if twice and parsed[0] is not None else None)
     _keep_stderr(run, sandbox)
     return run
-
-
-def _reparse_ended(sandbox: Sandbox) -> bool:
-    """Whether the second parse of the last `run_parser(twice=True)` or `_run_and_parse` wrote its exit code."""
-    try:
-        return bool(sandbox.read_file(sandbox.scratch_path(_RC2)).strip())
-    except (OSError, SandboxError):
-        return False
 
 
 def _driver_status(sandbox: Sandbox, path: str) -> tuple[int, float, int] | None:

@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import re
 
-#: longest check message, grade reason or parser error kept (head and tail beyond it)
-MESSAGE_LIMIT = 4096
+from .verdict.text import MESSAGE_LIMIT, clip  # noqa: F401 - bounded text is the verdict's (exported tasks keep it too)
+
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that reorder what is shown
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """`text` if it fits in `limit` characters, else its head and tail with a marker saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    half = max(limit // 2 - 40, 1)
-    return f"{text[:half]} […{len(text) - 2 * half} characters cut by ssrkit…] {text[-half:]}"
 
 
 def printable(text: str) -> str:

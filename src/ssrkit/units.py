@@ -12,11 +12,17 @@ replaced by the driver's — for the driver to write. Nothing here writes into a
 
 from __future__ import annotations
 
+import json
+import tomllib
 from contextlib import nullcontext
 from pathlib import Path
 
-from .executor import ArtifactRef, Scratch, SourceRef
-from .source import RepoSource
+import tomli_w
+
+from .executor import ArtifactRef, Scratch, SourceRef, relabel
+from .store.artifact import EVAL, METADATA, VALIDATION
+from .store.fsutil import json_text
+from .store.source import RepoSource
 
 
 def scratch_for(ref: ArtifactRef):
@@ -32,12 +38,29 @@ def path_mapping(path: Path, ref: ArtifactRef, source: RepoSource, sref: SourceR
     return out
 
 
+#: the files of a unit's result that may name this machine's paths: ssrkit's own records (verdicts,
+#: metadata), by their path in the result. Nothing else is touched: model output (trajectory.json, whose
+#: messages must stay the text its token ids encode; fix.diff; the artifact's five files) and the raw logs
+#: of what ran are the driver's byte for byte.
+RECORDS = (VALIDATION, EVAL, METADATA)
+
+
 def relabel_bytes(files: dict[str, bytes], mapping: dict[str, str]) -> dict[str, bytes]:
-    """Files with this machine's paths replaced by the driver's (`path_mapping`)."""
-    pairs = [(k.encode(), v.encode()) for k, v in mapping.items() if k and k != v]
-    out = {}
-    for rel, data in files.items():
-        for old, new in pairs:
-            data = data.replace(old, new)
-        out[rel] = data
+    """Files with this machine's paths replaced by the driver's (`path_mapping`) in the `RECORDS` alone,
+    string by string (`executor.relabel`), written again as ssrkit writes them."""
+    if not any(k and k != v for k, v in mapping.items()):
+        return files
+    out = dict(files)
+    for rel in RECORDS:
+        if rel in files:
+            out[rel] = _relabel_record(rel, files[rel], mapping)
     return out
+
+
+def _relabel_record(rel: str, data: bytes, mapping: dict[str, str]) -> bytes:
+    try:
+        if rel.endswith(".toml"):
+            return tomli_w.dumps(relabel(tomllib.loads(data.decode("utf-8")), mapping)).encode("utf-8")
+        return json_text(relabel(json.loads(data), mapping)).encode("utf-8")
+    except (ValueError, UnicodeDecodeError, TypeError):  # not what ssrkit writes there: left as it is
+        return data

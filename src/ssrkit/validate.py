@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -24,17 +23,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import __version__
 from . import patch as patches
-from .artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, LOGS, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
-                       ALIASES, Artifact, now_iso)
-from .config import DEFAULT_TEST_PATTERNS, Config
+from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
+                             ALIASES, Artifact, log_path, now_iso, parser_stderr_path)
+from .store.cache import original_runs_dir
+from .store.config import Config
 from .errors import PatchError, SsrkitError
 from .executor import ArtifactRef, SourceRef, relabel
-from .fsutil import atomic_write_json, atomic_write_text, read_json
+from .store.fsutil import atomic_write_json, atomic_write_text, read_json
 from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sandbox
-from .source import RepoSource
-from .pathmatch import matches
+from .store.source import RepoSource
+from .verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
 from .runslots import Ahead, RunSlots
-from .testrun import FAILED, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests
+from .testrun import FAILED, PARSER_TIMEOUT, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests
 from .text import clip
 from .units import path_mapping, scratch_for
 
@@ -61,6 +61,10 @@ class Settings:
     jobs: int = 1
     test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
     cache: bool = True
+    #: seconds a parse of one log may take (counted from the end of the tests)
+    parser_timeout: float = PARSER_TIMEOUT
+    #: seconds of test runs (parses included, waits for a run slot not) one artifact may use; 0: `wall_budget`'s default
+    budget: float = 0.0
 
     @classmethod
     def from_config(cls, cfg: Config, **flags: Any) -> "Settings":
@@ -75,9 +79,23 @@ class Settings:
             raise SsrkitError(f"validate.total_break must be 'warning' or 'error', not {s.total_break!r}")
         if s.timeout <= 0:
             raise SsrkitError("the test timeout must be positive")
+        if s.parser_timeout <= 0:
+            raise SsrkitError("validate.parser_timeout must be positive")
+        if s.budget < 0:
+            raise SsrkitError("validate.budget must be 0 (as many runs as the checks need, each at its full "
+                              "timeout) or a positive number of seconds")
         if s.jobs < 1:
             raise SsrkitError("--jobs must be at least 1")
         return s
+
+    @property
+    def wall_budget(self) -> float:
+        """`budget`, or by default what the checks' runs take when each takes its whole time (the original,
+        bug, bug+weaken and one inverse-mutation run, and the flaky runs): a hostile artifact costs this much
+        of a run slot and no more."""
+        if self.budget:
+            return self.budget
+        return (4 + self.flaky_runs) * (self.timeout + self.parser_timeout)
 
     def key(self) -> str:
         d = asdict(self)
@@ -118,6 +136,8 @@ class Report:
     #: `sandbox.environment_key` of the validating process: a verdict is reused only under the same one
     environment: str = ""
     seconds: float = 0.0
+    #: {"seconds": the artifact's budget of test runs (`Settings.wall_budget`), "used": what its runs took}
+    budget: dict[str, float] = field(default_factory=dict)
     created: str = ""
     ssrkit_version: str = __version__
     #: raw logs of the runs, written to logs/ rather than into validation.json
@@ -137,17 +157,12 @@ class Report:
 
 # -- test-like files -------------------------------------------------------------------------------
 
-def is_test_like(path: str, patterns: list[str]) -> bool:
-    """True when `path` looks like a test file (see `pathmatch.matches` for the pattern rules)."""
-    return matches(path, patterns)
-
 
 # -- the original-run cache ------------------------------------------------------------------------
 
 def cache_dir() -> Path:
-    base = os.environ.get("SSRKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ssrkit")
-    return Path(base) / "original-runs"
+    """Where original-code runs are cached (`store.cache`)."""
+    return original_runs_dir()
 
 
 class OriginalRunCache:
@@ -238,6 +253,11 @@ class _Context:
         self.results: dict[str, Check] = {}
         self._ahead: dict[str, Ahead[TestRun]] = {}
         self.isolation: dict[str, Any] = {"note": "no command ran (static checks only, or the original run was cached)"}
+        #: seconds of test runs used so far (`Settings.wall_budget`)
+        self.used = 0.0
+        self._used_lock = threading.Lock()
+        #: the run whose log the parser did not parse in time: it is not run on this artifact again
+        self.hung: str | None = None
 
     # sandboxes are opened lazily: an artifact failing its static checks costs no workspace
     def sandbox(self) -> Sandbox:
@@ -275,14 +295,64 @@ class _Context:
         done = made or self.runs.get(name) or self.known.get(name)
         if done is not None:
             self.runs[name] = done
+            self._note_hang(name, done)
             return done
+        if self.hung is not None:
+            raise _Stop(self.hang_message())
         for later, later_diffs in ahead if sandbox.backend == "local" else ():
             self._run_ahead(later, later_diffs)
         sandbox.reset(PRISTINE)
         with self.engine.slot():
-            run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER], timeout=self.settings.timeout,
-                            diffs=diffs, checks=checks, parse_twice=parse_twice)
+            left = self.budget_left()
+            t0 = time.monotonic()
+            try:
+                run = run_tests(sandbox, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER],
+                                timeout=min(self.settings.timeout, left), diffs=diffs, checks=checks,
+                                parse_twice=parse_twice, parser_timeout=self.settings.parser_timeout,
+                                limit=time.time() + left)
+            finally:
+                self._use(time.monotonic() - t0)
+        if run.timed_out:
+            cut = left < self.settings.timeout
+        else:
+            cut = run.parse_timed_out and left - run.seconds < self.settings.parser_timeout
+        if cut:  # the budget ended the tests or the parse: no verdict of this run's own
+            raise _Stop(self.budget_message())
         self.runs[name] = run
+        self._note_hang(name, run)
+        return run
+
+    # -- the budget ------------------------------------------------------------------------------------
+    def budget_left(self) -> float:
+        """Seconds of test runs left to this artifact; `_Stop` when none is."""
+        with self._used_lock:
+            left = self.settings.wall_budget - self.used
+        if left <= 0:
+            raise _Stop(self.budget_message())
+        return left
+
+    def _use(self, seconds: float) -> None:
+        with self._used_lock:
+            self.used += seconds
+
+    def budget_message(self) -> str:
+        return (f"the artifact's budget of {self.settings.wall_budget:g}s of test runs is spent ({self.used:.0f}s "
+                f"used); its validation stops here — raise [validate] budget if its tests need longer")
+
+    def _note_hang(self, name: str, run: TestRun) -> None:
+        if run.parse_timed_out and self.hung is None:
+            self.hung = name
+
+    def hang_message(self) -> str:
+        return (f"test_parser.py did not finish within {self.settings.parser_timeout:g}s on the {self.hung} run's "
+                f"log ({self.artifact.path / log_path(self.hung)}); it is not run again on this artifact")
+
+    def parsed(self, name: str) -> TestRun:
+        """Run `name`, which a check judges: `_Stop` when its log could not be parsed (a parser that fails on
+        the log of a broken build must say so, not make every test look failed)."""
+        run = self.runs[name]
+        if run.parse_error:
+            raise _Stop(f"on the {name} run's log ({self.artifact.path / log_path(name)}): {run.parse_error}")
         return run
 
     def _run_ahead(self, name: str, diffs: list[tuple[str, str]]) -> None:
@@ -296,7 +366,8 @@ class _Context:
         def make() -> TestRun:
             with self.engine.open(self.source) as sb:
                 return run_tests(sb, self.texts[TEST_SCRIPT], self.texts[TEST_PARSER],
-                                 timeout=self.settings.timeout, diffs=diffs)
+                                 timeout=self.settings.timeout, diffs=diffs,
+                                 parser_timeout=self.settings.parser_timeout)
 
         self._ahead[name] = Ahead(self.engine.slots, make)
 
@@ -305,6 +376,10 @@ def _shq(s: str) -> str:
     import shlex
 
     return shlex.quote(s)
+
+
+class _Stop(Exception):
+    """A check cannot go on: its message is the check's failure (the budget is spent, the parser hangs)."""
 
 
 CheckFn = Callable[[_Context], tuple[str, str]]
@@ -399,6 +474,8 @@ def check_applies(ctx: _Context) -> tuple[str, str]:
 
 
 def check_parser(ctx: _Context) -> tuple[str, str]:
+    if ctx.hung is not None:  # on the bug run's log (made with `applies`): no second hang on the original's
+        return FAIL, ctx.hang_message()
     engine = ctx.engine
     fp = engine.fingerprint(ctx.source)
     key = OriginalRunCache.key(fp, engine.environment, ctx.texts[TEST_SCRIPT], ctx.texts[TEST_PARSER],
@@ -411,7 +488,8 @@ def check_parser(ctx: _Context) -> tuple[str, str]:
             status, message = _judge_parser(ctx, sb, run)
             entry = {"run": run.summary(), "log": run.log, "parser": [status, message],
                      "parser_stderr": run.parser_stderr}
-            engine.cache.put(key, entry)
+            if not run.parse_timed_out:  # how long a parse takes is the machine's as much as the parser's
+                engine.cache.put(key, entry)
         else:
             ctx.runs["original"] = TestRun.from_summary(entry["run"], entry["log"])
             ctx.runs["original"].parser_stderr = entry.get("parser_stderr", "")
@@ -427,17 +505,17 @@ def _judge_parser(ctx: _Context, sb: Sandbox, run: TestRun) -> tuple[str, str]:
     if run.timed_out:
         return FAIL, (f"{TEST_SCRIPT} did not finish within {ctx.settings.timeout:g}s on the original code; "
                       f"select fewer tests or raise --timeout, or find what hangs in the log's last lines "
-                      f"({ctx.artifact.path / LOGS / 'original.log'})")
+                      f"({ctx.artifact.path / log_path('original')})")
     if run.parse_error:
-        kept = f"; its stderr: {ctx.artifact.path / _stderr_log_name('original')}" if run.parser_stderr else ""
+        kept = f"; its stderr: {ctx.artifact.path / parser_stderr_path('original')}" if run.parser_stderr else ""
         return FAIL, f"on the original run's log: {run.parse_error}{kept}"
     if not run.statuses:
         return FAIL, (f"test_parser.py found no test in the original run's log (exit code {run.exit_code}): "
                       f"{why_no_tests(run.log, run.exit_code, ctx.texts[TEST_SCRIPT])} — see "
-                      f"{ctx.artifact.path / _log_name('original')}")
+                      f"{ctx.artifact.path / log_path('original')}")
     again = run.reparsed
     if again is None and "original" in ctx.known:  # a run handed over: parsed once only
-        again, _error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log)
+        again, _error, _ = run_parser(sb, ctx.texts[TEST_PARSER], run.log, timeout=ctx.settings.parser_timeout)
     if again != run.statuses:
         return FAIL, "test_parser.py gave a different result when run twice on the same log; it must be deterministic"
     return PASS, f"{len(run.statuses)} test(s) parsed"
@@ -457,7 +535,8 @@ def check_original_passes(ctx: _Context) -> tuple[str, str]:
         return FAIL, (f"only {n} test(s) pass on the original code; at least {ctx.settings.min_passing_tests} "
                       f"required — select more test files in {TEST_SCRIPT}")
     for i in range(ctx.settings.flaky_runs):
-        again = ctx.test_run(ctx.sandbox(), f"original-{i + 2}", [])
+        ctx.test_run(ctx.sandbox(), f"original-{i + 2}", [])
+        again = ctx.parsed(f"original-{i + 2}")
         if again.statuses != run.statuses:
             changed = sorted(t for t in set(run.statuses) | set(again.statuses)
                              if run.statuses.get(t) != again.statuses.get(t))
@@ -483,7 +562,8 @@ def _missing_module_hint(log: str) -> str:
 
 def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
     original = ctx.runs["original"].passed
-    run = ctx.test_run(ctx.sandbox(), "bug", ctx.diffs("bug"))
+    ctx.test_run(ctx.sandbox(), "bug", ctx.diffs("bug"))
+    run = ctx.parsed("bug")
     ctx.fail_to_pass = sorted(t for t in original if run.statuses.get(t) != PASSED)
     ctx.pass_to_pass = sorted(t for t in original if run.statuses.get(t) == PASSED)
     n = len(ctx.fail_to_pass)
@@ -493,14 +573,15 @@ def check_bug_breaks(ctx: _Context) -> tuple[str, str]:
                       f"{ctx.settings.min_failing_tests} required — the selected tests do not notice it{timeout_note}")
     if not ctx.pass_to_pass:
         msg = (f"total_break: the bug makes every one of the {n} selected tests fail{timeout_note}; usually a "
-               f"syntax or import error rather than a bug (see {ctx.artifact.path / LOGS / 'bug.log'})")
+               f"syntax or import error rather than a bug (see {ctx.artifact.path / log_path('bug')})")
         ctx.warnings.append("total_break")
         return (FAIL if ctx.settings.total_break == "error" else WARN), msg
     return PASS, f"{n} test(s) fail with the bug (FAIL_TO_PASS), {len(ctx.pass_to_pass)} still pass{timeout_note}"
 
 
 def check_weaken_hides(ctx: _Context) -> tuple[str, str]:
-    run = ctx.test_run(ctx.sandbox(), "bug+weaken", ctx.diffs("bug+weaken"))
+    ctx.test_run(ctx.sandbox(), "bug+weaken", ctx.diffs("bug+weaken"))
+    run = ctx.parsed("bug+weaken")
     hidden = [t for t in ctx.fail_to_pass if t not in run.statuses or run.statuses[t] == PASSED]
     if not hidden:
         shown = ", ".join(ctx.fail_to_pass[:3]) + (" …" if len(ctx.fail_to_pass) > 3 else "")
@@ -523,7 +604,8 @@ def check_inverse_mutation(ctx: _Context) -> tuple[str, str]:
         i, path = i_path
         rest = "".join(d for p, d in per_file.items() if p != path)
         with ctx.engine.open(ctx.source) as sb:
-            run = ctx.test_run(sb, f"inverse:{path}", [(f"{BUG_DIFF} without {path}", rest)])
+            ctx.test_run(sb, f"inverse:{path}", [(f"{BUG_DIFF} without {path}", rest)])
+        run = ctx.parsed(f"inverse:{path}")
         return path, any(run.statuses.get(t) == PASSED for t in f2p)
 
     jobs = min(ctx.settings.jobs, len(names))
@@ -624,6 +706,7 @@ class Validator:
             settings_key=self.settings.key(),
             environment=self.environment,
             seconds=time.monotonic() - started,
+            budget={"seconds": self.settings.wall_budget, "used": round(ctx.used, 3)},
             created=now_iso(),
             logs=_logs(ctx.runs),
         )
@@ -640,30 +723,20 @@ def _run_checks(ctx: _Context) -> None:
         t0 = time.monotonic()
         try:
             status, message = fn(ctx)
-        except PatchError as e:
+        except (PatchError, _Stop) as e:
             status, message = FAIL, str(e)
         results[name] = Check(name, status, clip(message), time.monotonic() - t0)
 
 
-def _log_name(run_name: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_name.replace("+", "-"))
-    return f"{LOGS}/{safe}.log"
-
-
-def _stderr_log_name(run_name: str) -> str:
-    """Where the stderr of a run's failed parse is kept, next to the run's log."""
-    return _log_name(run_name).removesuffix(".log") + ".parser-stderr.log"
-
-
 def _logs(runs: dict[str, TestRun]) -> dict[str, str]:
     """The raw logs of the runs, and the parser's stderr of those whose parse failed."""
-    out = {_log_name(name): run.log for name, run in runs.items()}
-    out.update({_stderr_log_name(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
+    out = {log_path(name): run.log for name, run in runs.items()}
+    out.update({parser_stderr_path(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
     return out
 
 
 def _run_entry(name: str, run: TestRun) -> dict[str, Any]:
-    return run.summary() | {"log": _log_name(name)}
+    return run.summary() | {"log": log_path(name)}
 
 
 def write_report(artifact: Artifact, report: Report) -> None:

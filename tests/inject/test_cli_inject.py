@@ -76,7 +76,7 @@ class _CountingSandbox:
     def run(self, command, *args, **kwargs):
         # a test-script run is one command, the diffs' applies (if any) in front of `bash …/test_script.sh`
         # (and, where the sandbox parses in the run, the parser after it)
-        if "bash " in command and "/test_script.sh" in command or " -x -q -p no:cacheprovider" in command:
+        if "bash " in command and "/test_script.sh" in command or " -q -rfE -p no:cacheprovider" in command:
             self._counts.append(command)
         return self._sb.run(command, *args, **kwargs)
 

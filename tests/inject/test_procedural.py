@@ -122,6 +122,22 @@ def test_prescreen_discards_harmless_and_non_importing_mutants(session):
     assert unchanged.status == "unchanged" and unchanged.runs == 0
 
 
+def test_the_mutation_stream_parses_only_the_mutations_it_draws(session, monkeypatch):
+    """Each mutation is checked to keep the syntax (a parse of its whole module) when the stream draws it,
+    not all of them before the first candidate: on a 7,000-line module that was minutes of parsing."""
+    from ssrkit import pyast
+    from ssrkit.inject.operators import mutations
+
+    parses = []
+    real = pyast._parse
+    monkeypatch.setattr(pyast, "_parse", lambda *a, **kw: (parses.append(1), real(*a, **kw))[1])
+    first = next(session.stream("expression"))
+    pool = sum(len(mutations(m.st, f, "expression", checked=False)) for m in session.repo.modules.values()
+               for f in m.funcs)
+    assert first.files and pool > 10
+    assert len(parses) <= 3, f"{len(parses)} parses for one candidate out of {pool}"
+
+
 def test_a_hanging_mutant_is_cut_at_the_screening_timeout(session):
     hang = CALC_TEXT.replace('    if not text:\n', '    import time\n    time.sleep(600)\n    if not text:\n')
     old = session.engine.screen_timeout
@@ -131,6 +147,107 @@ def test_a_hanging_mutant_is_cut_at_the_screening_timeout(session):
     finally:
         session.engine.screen_timeout = old
     assert out.status == "timeout" and out.seconds < 30
+
+
+BROKEN_TEXT = CALC_TEXT.replace('    if not text:\n', '    raise RuntimeError("broken")\n    if not text:\n') \
+    .replace('    parts = [', '    raise RuntimeError("broken")\n    parts = [')
+
+
+def _mutation(session, new_text: str) -> Candidate:
+    """A hand-made mutation of calc/text.py's shout (covered by the shout tests of tests/test_text.py)."""
+    covering = sorted(t for t in session.testmap.passing() if "test_shout" in t or "test_empty" in t)
+    return Candidate("expression", 0, "manual", "calc/text.py::shout", "hand-made", line=2,
+                     files={"calc/text.py": new_text}, prescreen_tests=covering)
+
+
+def test_a_total_break_is_known_after_a_smoke_run_of_a_few_tests(session, monkeypatch):
+    """A bug that breaks every test, those that never run the changed lines too: the pre-screen's smoke
+    tests all fail, so the candidate is discarded without a run of the selected test files."""
+    import ssrkit.inject.evaluate as evaluate
+
+    commands: list[str] = []
+    sb = session.engine.sandbox()
+    real_run = sb.run
+    monkeypatch.setattr(sb, "run", lambda cmd, **kw: (commands.append(cmd), real_run(cmd, **kw))[1])
+
+    def no_bug_run(*a, **kw):
+        raise AssertionError("the selected test files ran")
+
+    monkeypatch.setattr(evaluate, "run_tests", no_bug_run)
+    out = session.evaluate(_mutation(session, BROKEN_TEXT))
+    assert out.status == "total_break", out.message
+    assert "test_initials" in out.message  # a test that does not run shout's lines failed too
+    screens = [c for c in commands if "--maxfail=2 " in c]
+    assert len(screens) == 1 and "TestShout" in screens[0]
+    assert screens[0].index("test_initials") < screens[0].index("TestShout")  # the smoke tests come first
+    assert out.runs == 2 and out.seconds < 30  # the pre-screen, and the smoke tests once on the original code
+    again = session.evaluate(_mutation(session, BROKEN_TEXT.replace("broken", "broken again")))
+    assert again.status == "total_break" and again.runs == 1  # that smoke set is known to pass
+
+
+def test_a_bug_breaking_only_what_runs_it_is_not_taken_for_a_total_break(session):
+    bug = CALC_TEXT.replace('return text.upper() + mark', 'return text.lower() + mark')
+    try:
+        out = session.evaluate(_mutation(session, bug))
+    finally:
+        shutil.rmtree(session.engine.staging, ignore_errors=True)  # the module's output directory stays as it was
+    assert out.status == "valid", out.message
+
+
+def test_an_unweakenable_candidate_counts_the_runs_it_made(session, monkeypatch):
+    import ssrkit.inject.evaluate as evaluate
+    from ssrkit.inject.weaken import WeakenError
+
+    def cannot(*a, **kw):
+        raise WeakenError("removing the tests from tests/test_text.py would break its syntax")
+
+    monkeypatch.setattr(evaluate, "_weaken", cannot)
+    bug = CALC_TEXT.replace('return text.upper() + mark', 'return text.lower() + mark')
+    out = session.evaluate(_mutation(session, bug))
+    assert (out.status, out.runs) == ("unweakenable", 2)  # the pre-screen and the bug run (0 before)
+
+
+def test_the_pre_screen_runs_only_covering_tests_of_the_selected_files(session, monkeypatch):
+    """A covering test in a file that is not selected (here: not usable) cannot make the artifact: the
+    pre-screen leaves it out (it used to fail there and cost a run of the selected files for nothing)."""
+    repo = session.repo
+    monkeypatch.setattr(repo, "usable_files", [f for f in repo.usable_files if f != "tests/test_ops.py"])
+    commands: list[str] = []
+    sb = session.engine.sandbox()
+    real_run = sb.run
+    monkeypatch.setattr(sb, "run", lambda cmd, **kw: (commands.append(cmd), real_run(cmd, **kw))[1])
+    harmless = CALC_TEXT.replace('return text.upper() + mark', 'return (text.upper() + mark)')
+    cand = _candidate(session, "calc/text.py", harmless, tests=sorted(session.testmap.passing()))
+    out = session.evaluate(cand)
+    assert out.status == "harmless" and out.runs == 1
+    screen = next(c for c in commands if " -q -rfE " in c)
+    assert "tests/test_text.py::" in screen and "tests/test_ops.py" not in screen
+
+
+def test_run_timeouts_come_from_what_the_tests_took_under_coverage(session, monkeypatch):
+    ev = session.engine
+    tm = session.testmap
+    tests = sorted(tm.passing())[:3]
+    assert ev.estimate_timeouts  # no [inject] screen_timeout in the repository
+    estimate = 3 * (session.repo.overhead + sum(tm.durations[t] for t in tests))
+    assert ev.run_timeout(tests) == pytest.approx(min(ev.screen_timeout, max(10.0, estimate)))
+    monkeypatch.setattr(ev, "screen_timeout", 600.0)
+    monkeypatch.setitem(tm.durations, tests[0], 100.0)
+    assert ev.run_timeout(tests) == pytest.approx(3 * (session.repo.overhead + sum(tm.durations[t] for t in tests)))
+    monkeypatch.setitem(tm.durations, tests[0], 1000.0)
+    assert ev.run_timeout(tests) == 600.0  # never more than screen_timeout
+    monkeypatch.setattr(ev, "estimate_timeouts", False)  # [inject] screen_timeout: that, for every run
+    assert ev.run_timeout(tests[1:]) == 600.0
+
+
+def test_a_hanging_mutant_is_cut_at_a_few_times_what_its_tests_took(session, monkeypatch):
+    import ssrkit.inject.evaluate as evaluate
+
+    monkeypatch.setattr(session.engine, "screen_timeout", 300.0)
+    monkeypatch.setattr(evaluate, "MIN_RUN_TIMEOUT", 3.0)
+    hang = CALC_TEXT.replace('    if not text:\n', '    import time\n    time.sleep(600)\n    if not text:\n')
+    out = session.evaluate(_candidate(session, "calc/text.py", hang))
+    assert out.status == "timeout" and out.seconds < 60
 
 
 def test_a_bug_already_in_the_output_is_a_duplicate(session, calc_run):

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -258,15 +259,23 @@ SLOW_TESTS = '''import time
 
 
 def test_slowish_a():
-    time.sleep(1.6)
+    time.sleep(1.2)
 
 
 def test_slowish_b():
-    time.sleep(1.6)
+    time.sleep(1.2)
 
 
-def test_zz_hangs():
-    time.sleep(300)
+def test_slowish_c():
+    time.sleep(1.2)
+
+
+def test_slowish_d():
+    time.sleep(1.2)
+
+
+def test_slowish_e():
+    time.sleep(300)  # skipped: its file's tests already took longer than one run may
 '''
 
 _FAST_OPTIONS = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "SSRKIT_COV_FLUSH": "0"}  # flush after every test
@@ -290,16 +299,140 @@ def test_a_suite_cut_at_the_coverage_timeout_still_maps_what_ran(tmp_path):
 
 
 def test_a_test_longer_than_one_run_is_cut_and_a_slow_file_not_selected(tmp_path):
+    """One test past a third of a run's budget (1.5 s) is cut; a file whose passing tests outlast the budget
+    (4.5 s) has the rest skipped (it is never selected: measuring more of it would only delay the map)."""
     repo = _repo(tmp_path, "slow", _calc_files(**{
-        "tests/test_slow.py": SLOW_TESTS, "ssrkit.toml": "[validate]\ntimeout = 3\n",
+        "tests/test_slow.py": SLOW_TESTS, "tests/test_hang.py": "def test_quick():\n    pass\n\n\n" + HANGING_TESTS,
+        "ssrkit.toml": "[validate]\ntimeout = 4.5\n",
         "pyproject.toml": "[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\n"}))
     with Session(repo, tmp_path / "s", sandbox_factory=_factory(_FAST_OPTIONS)) as s:
         s.setup(history=False)
-        assert s.testmap.complete and s.testmap.cut == {"tests/test_slow.py::test_zz_hangs"}
-        assert s.testmap.outcomes["tests/test_slow.py::test_zz_hangs"] == "failed"
-        assert any("excluded 1 test cut after 3s under coverage" in n and "test_zz_hangs" in n for n in s.notes)
-        assert any("not selecting 1 test file" in n and "tests/test_slow.py" in n for n in s.notes), s.notes
+        tm = s.testmap
+        assert tm.complete and tm.cut == {"tests/test_hang.py::test_zz_hangs"}
+        assert tm.outcomes["tests/test_hang.py::test_zz_hangs"] == "failed"
+        assert tm.files_cut == {"tests/test_slow.py"}
+        assert tm.outcomes["tests/test_slow.py::test_slowish_d"] == "passed"
+        assert tm.outcomes["tests/test_slow.py::test_slowish_e"] == "skipped"
+        assert tm.seconds < 60  # test_slowish_e's 300 s never ran
+        assert any("excluded 1 test cut after 1.5s under coverage" in n and "test_zz_hangs" in n for n in s.notes)
+        assert any("not selecting 1 test file" in n and "tests/test_slow.py (cut at 5s)" in n for n in s.notes), \
+            s.notes
         assert "tests/test_slow.py" not in s.repo.usable_files
+
+
+def test_unittest_a_slow_file_has_the_rest_of_its_tests_skipped_under_coverage(tmp_path):
+    slow = ("import time\nimport unittest\n\n\nclass TestSlow(unittest.TestCase):\n"
+            + "".join(f"    def test_{c}(self):\n        time.sleep(1.2)\n\n" for c in "abcd")
+            + "    def test_e(self):\n        time.sleep(300)\n")
+    quick = "import unittest\n\n\nclass TestQuick(unittest.TestCase):\n    def test_q(self):\n        pass\n"
+    repo = _repo(tmp_path, "uslow", {"tests/__init__.py": "", "tests/test_slow.py": slow, "tests/test_quick.py": quick,
+                                     "ssrkit.toml": "[validate]\ntimeout = 4.5\n[inject]\nrunner = \"unittest\"\n"})
+    with Session(repo, tmp_path / "s", sandbox_factory=_factory(_FAST_OPTIONS)) as s:
+        s.setup(history=False)
+        tm = s.testmap
+        assert tm.files_cut == {"tests/test_slow.py"} and tm.seconds < 60
+        assert tm.outcomes["tests.test_slow.TestSlow.test_d"] == "passed"
+        assert tm.outcomes["tests.test_slow.TestSlow.test_e"] == "skipped"
+        assert tm.outcomes["tests.test_quick.TestQuick.test_q"] == "passed"
+        assert "tests/test_slow.py" not in s.repo.usable_files
+
+
+GENERATED_TESTS = '''from calc.ops import clamp, mean
+
+
+class TestGenerated:
+    """Tests attached at import, from a table (as fixture-driven suites do): no `def` to remove."""
+
+
+def _attach(name, call, want):
+    def test(self):
+        assert call() == want
+
+    setattr(TestGenerated, name, test)
+
+
+for _i, (_v, _want) in enumerate([(5, 5), (-1, 0), (11, 10), (0, 0)]):
+    _attach(f"test_clamp_{_i}", lambda v=_v: clamp(v, 0, 10), _want)
+for _i, (_items, _want) in enumerate([([2], 2.0), ([1, 3], 2.0)]):
+    _attach(f"test_mean_{_i}", lambda items=_items: mean(items), _want)
+'''
+
+
+def test_a_failing_test_without_a_definition_is_known_unweakenable_from_the_pre_screen(tmp_path, sandbox_factory):
+    """Generated tests cannot be removed: a candidate whose only covering tests are such is discarded before
+    any run; one where such a test fails beside a removable one in another file becomes an artifact of that
+    file alone (the generated test's file is never selected); a history revert, which runs every file it
+    selects, is unweakenable after the pre-screen (no run of the selected files)."""
+    from ssrkit.inject.candidates import Candidate
+
+    repo = _repo(tmp_path, "gen", _calc_files(**{"tests/test_gen.py": GENERATED_TESTS}))
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
+        s.setup(history=False)
+        passing = s.testmap.passing()
+        assert "tests/test_gen.py::TestGenerated::test_clamp_2" in passing
+
+        def mutation(old, new, tests):
+            text = CALC_OPS.replace(old, new)
+            assert text != CALC_OPS
+            return Candidate("expression", 0, "manual", "calc/ops.py", "hand-made", line=1,
+                             files={"calc/ops.py": text}, prescreen_tests=sorted(t for t in passing if tests in t))
+
+        only_generated = s.evaluate(mutation("return total(items) / len(items)",
+                                             "return total(items) // len(items)", "test_gen.py::TestGenerated::test_mean"))
+        assert (only_generated.status, only_generated.runs) == ("unweakenable", 0), only_generated.message
+        both = mutation("        return high\n    return value", "        return low\n    return value", "clamp")
+        other_file = s.evaluate(both)
+        assert other_file.status == "valid", other_file.message
+        art = Artifact(other_file.artifact)
+        assert art.test_files == ["tests/test_ops.py"]
+        assert art.validation["fail_to_pass"] == ["tests/test_ops.py::test_clamp_high"]
+        revert = s.evaluate(replace(both, strategy="history", line=None,
+                                    test_files=("tests/test_gen.py", "tests/test_ops.py")))
+        assert revert.status == "unweakenable" and revert.runs == 1, revert.message
+        assert "test_gen.py::TestGenerated::test_clamp_" in revert.message
+
+
+MORE_CLAMP_TESTS = '''from calc.ops import clamp
+
+
+def test_more_a():
+    assert clamp(3, 0, 5) == 3
+
+
+def test_more_b():
+    assert clamp(-3, 0, 5) == 0
+
+
+def test_more_c():
+    assert clamp(9, 0, 5) == 5
+
+
+def test_more_d():
+    assert clamp(5, 0, 5) == 5
+
+
+def test_more_e():
+    assert clamp(0, 0, 5) == 0
+'''
+
+
+def test_the_selection_is_the_covering_file_where_the_bug_showed_first(tmp_path, sandbox_factory):
+    """Two test files run the changed line; the artifact's tests are the file of the pre-screen's first
+    failure (the cheapest covering test that failed), not every covering file: each run costs that file."""
+    from ssrkit.inject.candidates import Candidate
+
+    repo = _repo(tmp_path, "two", _calc_files(**{"tests/test_clamp_more.py": MORE_CLAMP_TESTS}))
+    with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
+        s.setup(history=False)
+        covering = sorted(t for t in s.testmap.passing() if t.endswith(("test_more_c", "test_clamp_high")))
+        assert len(covering) == 2
+        bug = CALC_OPS.replace("        return high\n    return value", "        return low\n    return value")
+        out = s.evaluate(Candidate("expression", 0, "manual", "calc/ops.py::clamp", "hand-made", line=9,
+                                   files={"calc/ops.py": bug}, prescreen_tests=covering))
+        assert out.status == "valid", out.message
+        art = Artifact(out.artifact)
+        assert art.test_files == ["tests/test_clamp_more.py"]
+        assert art.validation["fail_to_pass"] == ["tests/test_clamp_more.py::test_more_c"]
 
 
 def test_a_cli_run_that_writes_nothing_says_why(tmp_path, monkeypatch, capsys):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from fixtures.git import commit_all
 from fixtures.sandboxes import local_sandbox
 from ssrkit.inject.procedural import Session
@@ -51,3 +53,25 @@ def test_map_ids_match_the_parser_and_the_map_is_cached(units_repo, tmp_path, sa
     with Session(repo, tmp_path / "out", sandbox_factory=sandbox_factory) as s:
         s.setup(history=False)
         assert s.testmap.outcomes == tm.outcomes and s.testmap.files == tm.files
+
+
+def test_files_added_to_reach_min_passing_tests_are_the_cheapest():
+    """A covering file with too few tests gets company: the test files that cost least to run (each run of
+    the artifact runs them), not the first in name order."""
+    from ssrkit.inject.candidates import RepoView
+    from ssrkit.inject.runner import Profile
+    from ssrkit.inject.testmap import TestMap
+    from ssrkit.validate import Settings
+
+    tests = {"tests/test_a.py::test_one": 0.1}
+    tests |= {f"tests/test_b.py::test_{i}": 5.0 for i in range(6)}  # first in name order, 30 s
+    tests |= {f"tests/test_c.py::test_{i}": 0.01 for i in range(6)}  # cheapest
+    tests |= {f"tests/test_d.py::test_{i}": 0.5 for i in range(6)}
+    tm = TestMap(contexts=[], files={}, outcomes={t: "passed" for t in tests},
+                 test_files={t: t.split("::")[0] for t in tests}, seconds=40.0, durations=tests)
+    view = RepoView(None, tm, Profile("pytest"), Settings(min_passing_tests=5), ["tests/"])
+    files, _, expected = view.select_tests({"tests/test_a.py::test_one"})
+    assert files == ["tests/test_a.py", "tests/test_c.py"] and len(expected) == 7
+    assert view.file_seconds["tests/test_b.py"] == 30.0
+    assert view.overhead == pytest.approx(40.0 - sum(tests.values()))
+    assert view.seconds(["tests/test_b.py::test_0"]) == pytest.approx(view.overhead + 5.0)

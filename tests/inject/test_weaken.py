@@ -108,7 +108,9 @@ def test_scripts_for_both_runners():
         "#!/usr/bin/env bash\npython -m pytest -rA -p no:cacheprovider -p no:randomly "
         "--deselect tests/a.py::test_flaky tests/a.py 'tests/b c.py'\n")
     assert p.failfast_command(["tests/a.py::test_x[1]"]) == \
-        "python -m pytest -x -q -p no:cacheprovider -p no:randomly 'tests/a.py::test_x[1]'"
+        "python -m pytest -x -q -rfE -p no:cacheprovider -p no:randomly 'tests/a.py::test_x[1]'"
+    assert p.failfast_command(["tests/b.py::t", "tests/a.py::t"], maxfail=2) == \
+        "python -m pytest --maxfail=2 -q -rfE -p no:cacheprovider -p no:randomly tests/b.py::t tests/a.py::t"
     u = Profile(UNITTEST, python="python3")
     assert u.script(["tests/test_a.py", "test_top.py"]) == \
         "#!/usr/bin/env bash\npython3 -m unittest -v tests.test_a test_top 2>&1\n"

@@ -81,29 +81,77 @@ def test_a_snapshot_holds_only_what_changed(shared_repo, overlay):
 
 
 _CHILD = textwrap.dedent("""\
-    import os, sys
+    import json, os, sys, threading, time
     sys.path.insert(0, {src!r})
     from ssrkit.sandbox import open_sandbox
+    from ssrkit.sandbox.local import _session
     from ssrkit.source import RepoSource
     sb = open_sandbox(RepoSource.local({repo!r}), "local")
-    print(os.path.dirname(sb.dir), flush=True)
+    threading.Thread(target=sb.run, args=("sleep 97",), kwargs={{"timeout": 300}}, daemon=True).start()
+    if {kill_guardian!r}:  # as when the whole process tree is killed at once (a cgroup-wide kill)
+        os.kill(_session().guardian, 9)
+    time.sleep(1)
+    print(json.dumps({{"base": os.path.dirname(sb.dir), "cgroups": sb.cgroup.paths if sb.cgroup else []}}), flush=True)
     os.kill(os.getpid(), 9)
 """)
 
 
-def test_mounts_of_a_killed_process_are_swept(shared_repo, overlay):
-    """SIGKILL runs no cleanup: the next ssrkit process unmounts and removes what it left."""
-    proc = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(SRC), repo=str(shared_repo))],
+def killed_child(repo, kill_guardian=False) -> dict:
+    """What a process that opened a sandbox and ran a command held when it was killed with SIGKILL."""
+    import json
+
+    proc = subprocess.run([sys.executable, "-c", _CHILD.format(src=str(SRC), repo=str(repo), kill_guardian=kill_guardian)],
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "SSRKIT_LOCAL_WORKSPACE": "overlay"})
-    assert proc.returncode == -signal.SIGKILL
-    left = proc.stdout.strip()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def left_of(held: dict) -> list[str]:
+    """What is left of it: mounts, its temp root, cgroups, the command's process."""
+    out = [f"mount {m}" for m in mounts_under(held["base"])]
+    out += ["temp root"] if os.path.exists(held["base"]) else []
+    out += [f"cgroup {c}" for c in held["cgroups"] if os.path.exists(c)]
+    ps = subprocess.run(["pgrep", "-f", "^sleep 97$"], capture_output=True, text=True).stdout.split()
+    return out + [f"process {p}" for p in ps if _environ_has(p, held["base"])]
+
+
+def _environ_has(pid: str, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return text.encode() in fh.read()
+    except OSError:
+        return False
+
+
+def test_what_a_killed_process_held_dies_with_it(shared_repo, overlay):
+    """SIGKILL runs no cleanup: its guardian (`_guardian.py`) removes the mounts, cgroups and RAM copies at
+    once, not the next ssrkit process whenever it comes (issue 30; `benchmarks/crash_cleanup.py` runs this
+    under load, ten times)."""
+    import time
+
+    held = killed_child(shared_repo)
+    assert held["cgroups"] or not os.path.isdir("/sys/fs/cgroup")
+    deadline = time.monotonic() + 30  # a loaded machine: the guardian must be scheduled
+    while left_of(held) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left_of(held)
+
+
+def test_mounts_of_a_killed_process_are_swept(shared_repo, overlay):
+    """Its guardian killed too: the next ssrkit process unmounts and removes what it left."""
+    held = killed_child(shared_repo, kill_guardian=True)
+    left = held["base"]
     assert left and mounts_under(left)
     from ssrkit.sandbox.local import _sweep_stale_dirs
 
     _sweep_stale_dirs(os.path.dirname(left))
     assert not mounts_under(left)
     assert not os.path.exists(left)
+    from ssrkit.sandbox._cgroup import sweep_stale
+
+    sweep_stale()
+    assert not left_of(held)
 
 
 def test_setup_changes_are_part_of_pristine(shared_repo, overlay):

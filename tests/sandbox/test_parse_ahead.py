@@ -362,10 +362,11 @@ def test_tests_that_end_before_the_shell_becomes_the_parser_keep_their_exit_code
     if shutil.which("bwrap") is None:
         pytest.skip("needs bubblewrap for a pid namespace")
     ahead = files("ssrkit") / "templates" / "parse_ahead.py"
-    log, status, rc, parser = (tmp_path / n for n in ("log", "status", "rc", "parser.py"))
+    log, status, rc, parser, flag = (tmp_path / n for n in ("log", "status", "rc", "parser.py", "flag"))
     parser.write_text(PARSER_LINES)
+    parse = f"{parser} {log} 60 inf - - {flag} python3"
     driver = (f"t0=$(date +%s.%N); set -m; {{ echo one passed >{log}; r=7; echo $r >{rc}; exit $r; }} & "
-              f"sleep 0.3; exec python3 {ahead} --after-tests $! $t0 60 {log} {status} 1000 {parser} '' {rc}")
+              f"sleep 0.3; exec python3 {ahead} --after-tests $! $t0 60 {log} {status} 1000 {rc} {parse}")
     out = subprocess.run(["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent", "bash", "-c",
                           driver], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.strip() == '{"one": "passed"}', out.stderr

@@ -80,6 +80,14 @@ def test_policy_is_the_newest_finished_checkpoint_of_an_earlier_round(tmp_path):
     assert helper.policy_for(run, 3, "/models/base") == str(first.resolve())
     assert helper.policy_for(run, 1, "/models/base") == "/models/base"
 
+    # the report's learning panel finds the policy that played a round by the same rule (ssrkit.learning)
+    from ssrkit.learning import played_by
+
+    (run / "ssrkit.toml").write_text('[run]\npolicy = "/models/base"\n')
+    (run / "round-003").mkdir()
+    for n in (1, 2, 3):
+        assert played_by(run, n) == helper.policy_for(run, n, "/models/base"), n
+
 
 def test_server_moves_in_place_with_nccl_and_restarts_otherwise(tmp_path, capfd, monkeypatch):
     """`server ensure` starts `ssrkit serve --detach --strategy S`; a new checkpoint restarts it (restart) or goes

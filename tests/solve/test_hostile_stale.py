@@ -18,6 +18,7 @@ from ssrkit.attempts import current_reward, scored_attempts, write_reward
 from ssrkit.errors import SsrkitError
 from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
+from ssrkit.store import trajectory as trajectories
 from ssrkit.train.rollouts import scan_artifact
 
 NAMES = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-journal-as-of-boundary"]
@@ -51,8 +52,9 @@ def test_a_reward_of_a_verdict_since_regraded_is_not_paid(validated, name, tmp_p
     assert rec["passed"], rec["reason"]
     assert write_reward(art, 0.8)["solver_rewards"] == [1.0]
     attempt = art.path / "attempts" / "001"
-    (attempt / "trajectory.json").write_text(json.dumps({"messages": [], "exit_status": "submitted"}))
-    (art.path / "trajectory.json").write_text(json.dumps({"messages": [], "exit_status": "submitted"}))
+    ended = {"format": trajectories.FORMAT, "messages": [], "exit_status": trajectories.SUBMITTED}
+    (attempt / "trajectory.json").write_text(json.dumps(ended))
+    (art.path / "trajectory.json").write_text(json.dumps(ended))
     assert {r.role: r.reward for r in scan_artifact(art.path).rollouts} == {"solver": 1.0, "injector": -0.8}
 
     (attempt / "fix.diff").write_text("")

@@ -65,3 +65,20 @@ def test_llm_attempts_success_and_failure(engine, calc_artifact, monkeypatch):
     assert [partial["attempt"], nothing["attempt"]] == ["002", "003"]
     assert not partial["passed"] and "1 of 2 FAIL_TO_PASS" in partial["reason"]
     assert not nothing["passed"] and (attempt_dir(art, "003") / FIX).read_text() == ""
+
+
+def test_the_trajectory_counts_the_fix_that_is_graded_even_when_the_agent_committed_it(engine, calc_artifact):
+    """The fix is computed once, by the engine (against the solver's starting state, not the repository's own
+    HEAD): an agent that commits its change gets that change graded, and its trajectory's `fix_diff_bytes` is
+    the size of that fix.diff (it was the uncommitted rest: 0)."""
+    [record], _ = run(calc_artifact, engine, [
+        edit("src/calc/ops.py", *CLAMP),
+        edit("src/calc/ops.py", *MEDIAN_LAST),
+        bash("git -c user.name=a -c user.email=a@a commit -qam 'fix clamp and median' && git status --short"),
+        submit(),
+    ], attempts=1)
+    d = attempt_dir(calc_artifact, "001")
+    fix = (d / FIX).read_bytes()
+    assert b"+        return hi" in fix and record["passed"], record["reason"]
+    traj = json.loads((d / "trajectory.json").read_text())
+    assert traj["submission"]["fix_diff_bytes"] == len(fix)

@@ -86,7 +86,8 @@ def test_user_errors_exit_2_with_one_line(tmp_path, tiny_model_dir):
     (tmp_path / "empty").mkdir()
     proc = cli(tmp_path / "empty", "--model", tiny_model_dir, "--out", tmp_path / "o")  # a real process
     assert (
-        proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == "error: no artifacts found in the given paths"
+        proc.returncode == 2
+        and proc.stderr.strip().splitlines()[-1] == "error: no artifacts or rollout files (*.jsonl) found in the given paths"
     )
     assert "Traceback" not in proc.stderr
 
@@ -110,6 +111,29 @@ def test_user_errors_exit_2_with_one_line(tmp_path, tiny_model_dir):
     assert code == 2 and err.startswith("error: ")
     for line in err.strip().splitlines():
         assert not line.startswith("Traceback")
+
+
+def test_rollout_file_errors_exit_2_with_one_line(tmp_path, tiny_model_dir, tiny_tok):
+    """A bad line of a rollout file stops the run before anything trains, naming FILE:LINE; a --roles that no
+    rollout has is an error, not a run on nothing."""
+    import json
+
+    from train_helpers import conversation, make_trajectory
+
+    from ssrkit.rollout_file import rollout_record, write_rollouts
+
+    good = [rollout_record(make_trajectory(tiny_tok, conversation(f"t{i}", 1)), role="echo", group="g", reward=i)
+            for i in range(2)]
+    path = write_rollouts(tmp_path / "r.jsonl", good)
+    with path.open("a") as fh:
+        fh.write(json.dumps({**good[0], "reward": "high"}) + "\n")
+    code, err = invoke(path, "--model", tiny_model_dir, "--out", tmp_path / "o")
+    assert code == 2 and err.strip() == f"error: {path}:3: reward must be a finite number, got 'high'", err
+    assert not (tmp_path / "o" / "model.safetensors").exists()
+
+    write_rollouts(path, good)
+    code, err = invoke(path, "--model", tiny_model_dir, "--out", tmp_path / "o2", "--roles", "ecco")
+    assert code == 2 and err.strip() == "error: --roles ecco: no rollout has that role (found: echo)", err
 
 
 def test_missing_torch_says_what_to_install(tmp_path, monkeypatch):

@@ -37,7 +37,7 @@ def test_precedence_and_roundtrip(tmp_path):
         ("[train]\nlearning_rate = 1\n", "unknown key"),
         ("[train]\nepochs = 'two'\n", "must be an integer"),
         ("[train]\nis_correction = 'clip'\n", "is_correction must be one of"),
-        ("[train]\nroles = ['critic']\n", "roles must be"),
+        ("[train]\nroles = ['']\n", "roles must be"),
         ("[train]\nmicro_batch_size = 0\n", "at least 1"),
         ("[train\n", "not valid TOML"),
     ],

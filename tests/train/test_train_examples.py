@@ -95,7 +95,7 @@ def test_rollouts_rewards_groups_and_examples(tmp_path, tiny_tok):
     # attempt 2 is not covered by solver_rewards: its reward comes from eval.json
     assert find_artifacts([tmp_path]) == sorted(p.resolve() for p in (tmp_path / "a", tmp_path / "b", tmp_path / "c"))
     scan = read_rollouts([tmp_path])
-    got = sorted((r.role, r.group.split(":", 1)[0], r.reward, r.exit_status, r.artifact.name) for r in scan.rollouts)
+    got = sorted((r.role, r.group.split(":", 1)[0], r.reward, r.exit_status, r.source.name) for r in scan.rollouts)
     assert got == [
         ("injector", "injector", -1.0, "submitted", "c"),
         ("injector", "injector", -0.8, "submitted", "b"),
@@ -104,7 +104,7 @@ def test_rollouts_rewards_groups_and_examples(tmp_path, tiny_tok):
         ("solver", "solver", -1.0, "timeout", "a"),
         ("solver", "solver", 1.0, "submitted", "a"),
     ]
-    groups = {r.artifact.name: r.group for r in scan.rollouts if r.role == "injector"}
+    groups = {r.source.name: r.group for r in scan.rollouts if r.role == "injector"}
     assert groups["a"] == groups["b"] == "injector:/repos/demo@c0ffee" != groups["c"]
     only_solver = read_rollouts([tmp_path / "a"], roles=["solver"])
     assert {r.role for r in only_solver.rollouts} == {"solver"}

@@ -1,4 +1,5 @@
-"""Bounded output (issue 14): parser stderr, check messages, rendering time and terminal escapes."""
+"""Bounded output (issue 14): parser stderr, check messages, rendering time and terminal escapes; bounded
+cost (issue 30): a parser that hangs or leaves a child behind, the budget of an artifact's test runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 from rich.console import Console
 
-from fixtures.small_calc import PYTEST, check, make_artifact, validate
+from fixtures.small_calc import PARSER, PYTEST, check, make_artifact, validate
 from ssrkit.text import MESSAGE_LIMIT
 
 
@@ -70,3 +71,69 @@ def test_isolation_in_force_is_reported(tmp_path, small_calc_repo):
     iso = json.loads((art.path / "validation.json").read_text())["settings"]["isolation"]
     assert iso["backend"] == "local" and iso["mechanism"] in ("bubblewrap", "unshare", "none")
     assert "memory" in iso and "network" in iso and isinstance(iso["not_isolated"], list)
+
+
+# -- bounded cost (issue 30): a hostile parser costs its budget once, an artifact its budget ------------------
+
+def _timed(art, repo, **section):
+    """(the report, the seconds its validation took) under `[validate]` settings `section`."""
+    from ssrkit.source import RepoSource
+    from ssrkit.validate import Settings, Validator, write_report
+
+    t0 = time.monotonic()
+    report = Validator(Settings.from_section(section)).validate(art, RepoSource.local(repo))
+    write_report(art, report)
+    return report, time.monotonic() - t0
+
+
+HANGS = "import sys, time\nsys.stdin.read()\ntime.sleep(1000)\n"
+
+
+def test_a_parser_that_hangs_costs_one_parser_budget(tmp_path, small_calc_repo):
+    """It hangs on the first log it gets (the bug run's, made with `applies`): the parser check fails at
+    once, without a second run and a second hang on the original code's log."""
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=HANGS)
+    report, seconds = _timed(art, small_calc_repo, timeout=20, parser_timeout=2)
+    c = check(report, "parser")
+    assert c.status == "failed" and "did not finish within 2s on the bug run's log" in c.message, c.message
+    assert "not run again" in c.message and list(report.runs) == ["bug"]
+    assert seconds < 20, seconds  # one test run and one parse of 2s (today: a test budget, 60s and 30s, twice)
+    assert report.budget["seconds"] == 4 * (20 + 2) and 0 < report.budget["used"] < 20
+
+
+def test_a_parser_whose_child_keeps_stdout_open_is_judged_on_what_it_printed(tmp_path, small_calc_repo):
+    """It prints its map and exits, leaving a `setsid` child that holds its stdout: the parse ends with the
+    parser's own exit (both runs of the determinism check), and the child dies with the command."""
+    parser = PARSER + ("\nimport subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True, "
+                       "stdin=subprocess.DEVNULL)\n")
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    report, seconds = _timed(art, small_calc_repo, timeout=20)
+    assert report.valid, [c for c in report.checks if c.status == "failed"]
+    assert seconds < 60, seconds  # today: the original run waits out 20 + 60 + 30 s, then "did not finish"
+    assert not any("sleep 1000" in line for line in _processes())
+
+
+def _processes() -> list[str]:
+    import subprocess
+
+    return subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
+
+
+def test_the_budget_of_test_runs_ends_a_validation_and_says_so(tmp_path, small_calc_repo):
+    art = make_artifact(tmp_path, small_calc_repo, "sleep 2; " + PYTEST)
+    report, seconds = _timed(art, small_calc_repo, timeout=30, budget=3)
+    first = report.first_failure
+    assert first is not None and "budget of 3s of test runs is spent" in first.message, report.checks
+    assert seconds < 15, seconds
+    assert report.budget == {"seconds": 3, "used": report.budget["used"]} and report.budget["used"] < 5
+    assert json.loads((art.path / "validation.json").read_text())["budget"]["seconds"] == 3
+
+
+def test_a_parser_failing_on_a_later_log_fails_that_check(tmp_path, small_calc_repo):
+    """A parser that breaks on the bug run's log does not make every test look failed (a 'valid' artifact)."""
+    parser = ("import io, sys\nlog = sys.stdin.read()\nif 'assert -1 ==' in log:\n    raise SystemExit('cannot read this')\n"
+              "sys.stdin = io.TextIOWrapper(io.BytesIO(log.encode()))\n" + PARSER)
+    art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
+    report, _ = _timed(art, small_calc_repo, timeout=30)
+    first = report.first_failure
+    assert first is not None and first.name == "bug_breaks" and "cannot read this" in first.message, report.checks

@@ -93,3 +93,61 @@ def test_usage_errors_exit_2_without_traceback(tmp_path, example_repos):
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert fragment in res.stderr, (args, res.stderr)
         assert "Traceback" not in res.stderr
+
+
+def test_sigterm_with_jobs_stops_every_worker_and_leaves_nothing(tmp_path, example_repos):
+    """`kill` of a `--jobs 2` validation while both workers run tests (issue 31): the signal reaches the main
+    thread only; every sandbox must still go (the workers' too), at once, and the command say so."""
+    import glob
+    import signal
+    import time
+
+    from ssrkit.sandbox._cgroup import parent_dir
+    from ssrkit.sandbox.local import _tmp_root
+
+    arts = tmp_path / "arts"
+    for name in ("one", "two"):
+        art = copy_artifact(EXAMPLES / "artifacts" / VALID, arts / name)
+        (art / "test_script.sh").write_text("#!/usr/bin/env bash\nsleep 67\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen([sys.executable, "-m", "ssrkit", "validate", str(arts), "--repo",
+                             str(example_repos["textkit"]), "--jobs", "2", "--no-cache"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    mine = f"{_tmp_root()}/ssrkit-{proc.pid}-*"
+    deadline = time.monotonic() + 120
+    while len(_sleeping(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert len(_sleeping(proc.pid)) == 2, "both workers' tests should be running"
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and "interrupted" in err, (proc.returncode, err[-2000:])
+    assert time.monotonic() - t0 < 20  # not the tests' 67 s
+    assert "Traceback" not in err
+    assert not glob.glob(mine), "the sandboxes' directories are left"
+    with open("/proc/self/mountinfo") as fh:
+        assert f"/ssrkit-{proc.pid}-" not in fh.read(), "an overlay mount is left"
+    parents = {parent_dir(c) for c in ("pids", "memory")} - {None}
+    assert not [g for d in parents for g in glob.glob(f"{d}/ssrkit-{proc.pid}-*")], "a cgroup is left"
+    assert not _sleeping(proc.pid)
+    assert not (arts / "one" / "validation.json").exists()  # no verdict of a killed run
+
+
+def _sleeping(pid: int) -> list[int]:
+    """The `sleep 67` of the test scripts the ssrkit process `pid` started (by their environment's token)."""
+    out = []
+    for d in glob_procs():
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                if fh.read() != b"sleep\x0067\x00":
+                    continue
+            with open(f"/proc/{d}/environ", "rb") as fh:
+                if f"/ssrkit-{pid}-".encode() in fh.read():
+                    out.append(d)
+        except OSError:
+            continue
+    return out
+
+
+def glob_procs() -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit()]

@@ -20,9 +20,21 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
-
 from ..errors import SsrkitError
+
+
+class _Openai:
+    """The `openai` package, imported when first used: it takes ~0.5 s to import, and every ssrkit command
+    that never calls a model (`inject`, `validate`, ...) would pay it at start through the CLI's imports."""
+
+    def __getattr__(self, name: str) -> Any:
+        import openai as module
+
+        globals()["openai"] = module
+        return getattr(module, name)
+
+
+openai: Any = _Openai()
 
 log = logging.getLogger("ssrkit.agents")
 

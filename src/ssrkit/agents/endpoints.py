@@ -24,7 +24,7 @@ from ..errors import SsrkitError
 from .client import SAMPLING_KEYS, Completion, ModelClient, ModelError, Sampling, ServerDownError
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..store.config import Config
 
 log = logging.getLogger("ssrkit.agents")
 

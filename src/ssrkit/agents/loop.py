@@ -47,7 +47,7 @@ class AgentConfig:
 
     @classmethod
     def from_config(cls, cfg: Any, **flags: Any) -> "AgentConfig":
-        """`[agent]` of the resolved configuration (`ssrkit.config.Config`), then `flags` (None = not given)."""
+        """`[agent]` of the resolved configuration (`ssrkit.store.config.Config`), then `flags` (None = not given)."""
         return cls.from_dict({**cfg.section("agent"), **{k: v for k, v in flags.items() if v is not None}})
 
     @classmethod

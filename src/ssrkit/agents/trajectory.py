@@ -1,6 +1,6 @@
 """The trajectory: the whole state of one agent run, saved to disk after every step.
 
-Format `ssrkit.trajectory/1` (stable; `train` reads it):
+Format `ssrkit.trajectory/1` (stable; defined, with its one reader, in `ssrkit.store.trajectory`):
 
     {"format", "role", "model", "base_url", "sampling", "logprobs", "exit_status", "messages", "turns",
      "started", "ended", "seconds", "error", "limits", "submission", "info"}
@@ -23,14 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..artifact import now_iso
-from ..errors import SsrkitError
-from ..fsutil import atomic_write_json, read_json
+from ..store import trajectory as fmt
+from ..store.artifact import now_iso
+from ..store.fsutil import atomic_write_json
+from ..store.trajectory import EXIT_STATUSES, FORMAT, ROLES, RUNNING
 from .client import Completion
-
-FORMAT = "ssrkit.trajectory/1"
-EXIT_STATUSES = ("submitted", "max_turns", "context_limit", "timeout", "format_errors", "error")
-ROLES = ("injector", "solver")
 
 
 class Trajectory:
@@ -49,7 +46,7 @@ class Trajectory:
             "base_url": model.get("base_url"),
             "sampling": dict(model.get("sampling") or {}),
             "logprobs": model.get("logprobs"),
-            "exit_status": "running",
+            "exit_status": RUNNING,
             "messages": [],
             "turns": [],
             "started": now_iso(),
@@ -129,11 +126,5 @@ class Trajectory:
     # -- reading ---------------------------------------------------------------------------------
     @staticmethod
     def load(path: str | Path) -> dict[str, Any]:
-        """Read a trajectory file as a dict, checking its format tag."""
-        try:
-            data = read_json(Path(path))
-        except (OSError, ValueError) as e:
-            raise SsrkitError(f"{path}: cannot read the trajectory ({e})") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise SsrkitError(f"{path}: not an {FORMAT} file")
-        return data
+        """Read a trajectory file as a dict, checking its format tag (`ssrkit.store.trajectory.read`)."""
+        return fmt.read(path)

@@ -17,10 +17,10 @@ from typer.core import TyperCommand
 
 from ..agents.client import Sampling
 from ..agents.loop import AgentConfig
-from ..artifact import Artifact
-from ..config import Config, load_config
+from ..store.artifact import Artifact
+from ..store.config import Config, load_config
 from ..errors import SsrkitError
-from ..source import RepoSource
+from ..store.source import RepoSource
 from ..testrun import TEST_TIMEOUT
 from ..text import MESSAGE_LIMIT, clip, printable, printable_json
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any, List, Optional
 import typer
 from rich.table import Table
 
-from ..artifact import find_artifacts
+from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..grade import GradeSettings

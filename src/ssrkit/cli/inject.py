@@ -14,7 +14,7 @@ from ..agents.endpoints import client_from_config
 from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
-from ..source import RepoSource, require_git_toplevel
+from ..store.source import RepoSource, require_git_toplevel
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, one_repo, print_json)

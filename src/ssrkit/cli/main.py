@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from typing import Annotated
@@ -10,6 +11,7 @@ import typer
 
 from .. import __version__
 from ..errors import SsrkitError
+from ..sandbox import install_signal_handlers, stopped
 from . import examples, export, higher_order, image, inject, pool, report, reward, serve, show, solve, train, validate
 from .common import Command, err_console, safe
 
@@ -39,18 +41,21 @@ def _root(
 
 
 def main(argv: list[str] | None = None) -> None:
+    # before any thread: SIGTERM, SIGHUP and Ctrl-C stop every sandbox, the --jobs workers' too
+    install_signal_handlers(sigint=True)
     try:
         app(args=argv, prog_name="ssrkit")
-    except SsrkitError as e:
-        err_console.print(f"[bold red]error:[/] {safe(str(e))}", highlight=False)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]")
-        sys.exit(130)
-    except SystemExit as e:
+    except BaseException as e:
+        signum = stopped()
         # typer turns Ctrl-C into `Exit(130) from KeyboardInterrupt`, and that into SystemExit(130)
-        if e.code == 130 and isinstance(getattr(e.__context__, "__cause__", None), KeyboardInterrupt):
+        ctrl_c = isinstance(e, KeyboardInterrupt) or (isinstance(e, SystemExit) and e.code == 130 and isinstance(
+            getattr(e.__context__, "__cause__", None), KeyboardInterrupt))
+        if signum is not None or ctrl_c:
             err_console.print("[yellow]interrupted[/]")
+            sys.exit(128 + (signum or signal.SIGINT))
+        if isinstance(e, SsrkitError):
+            err_console.print(f"[bold red]error:[/] {safe(str(e))}", highlight=False)
+            sys.exit(2)
         raise
 
 

@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..attempts import current_reward
+from ..store.attempts import current_reward
 from ..errors import SsrkitError
-from ..pool import close_round, round_artifacts, round_dir, select_tasks
+from ..pool import close_round, round_artifacts, select_tasks
+from ..store.runs import INJECT, TASKS, round_dir
 from .common import Command, JsonOpt, console, err_console, print_json
 
 pool_app = typer.Typer(help="The task pool of a run: select old tasks for a round, close a round.",
@@ -47,7 +48,7 @@ def _check_round(run: Path, round_no: int) -> None:
         raise SsrkitError(f"{run}: no such run directory")
     if not round_dir(run, round_no).is_dir():
         raise SsrkitError(f"{round_dir(run, round_no)} does not exist: inject the round's artifacts into "
-                          f"{round_dir(run, round_no) / 'inject'}/<repo>/ first")
+                          f"{round_dir(run, round_no) / INJECT}/<repo>/ first")
 
 
 @pool_app.command("select", epilog=SELECT_EPILOG, cls=Command)
@@ -62,12 +63,12 @@ def select(
 ) -> None:
     """Copy pool artifacts into RUN/round-N/tasks/ to mix with the round's new injections."""
     _check_round(run, round_no)
-    new = round_artifacts(run, round_no, ("inject",))["inject"]
+    new = round_artifacts(run, round_no, (INJECT,))[INJECT]
     n_new = sum(1 for a in new if a.is_valid)
     unvalidated = sum(1 for a in new if a.validation is None)
     if unvalidated:
         err_console.print(f"[yellow]note:[/] {unvalidated} new artifact(s) of round {round_no} are not validated "
-                          f"and do not count as new (ssrkit validate {escape(str(round_dir(run, round_no)))}/inject)")
+                          f"and do not count as new (ssrkit validate {escape(str(round_dir(run, round_no) / INJECT))})")
     chosen = select_tasks(run, round_no, n_new=n_new, old_ratio=old_ratio, seed=seed)
     if as_json:
         print_json([str(p) for p in chosen])
@@ -86,7 +87,7 @@ def close(
 ) -> None:
     """Add the round's valid artifacts to the pool, record solve rates, retire, append metrics.csv."""
     _check_round(run, round_no)
-    arts = round_artifacts(run, round_no, ("inject", "tasks"))
+    arts = round_artifacts(run, round_no, (INJECT, TASKS))
     unrewarded = [a for s in arts.values() for a in s if a.is_valid and current_reward(a) is None]
     if unrewarded:
         err_console.print(f"[yellow]note:[/] {len(unrewarded)} valid artifact(s) of round {round_no} have no "

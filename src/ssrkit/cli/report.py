@@ -48,10 +48,16 @@ def report(
         "--plots", help="Where to write PNG plots (default RUN/plots).",
     )] = None,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Do not write plots.")] = False,
+    no_learning: Annotated[bool, typer.Option(
+        "--no-learning", help="Do not load checkpoints to measure the learning panel's KL and gap (the numbers "
+        "already kept in round-NNN/learning.json still show).",
+    )] = False,
     as_json: Annotated[bool, JsonOpt] = False,
 ) -> None:
-    """Show a run: per-round validity, solve rate and rewards, solve rates per round, time, strategy mix, failing checks."""
-    rep = build_report(run)
+    """Show a run: per-round validity, solve rate and rewards, solve rates per round, time, strategy mix, failing
+    checks, and, when the run names its policy, the learning panel (per round and role: reward, solve rate, KL to
+    the first policy, sampler/trainer gap)."""
+    rep = build_report(run, learning=not no_learning)
     written = []
     if not no_plots:
         try:
@@ -75,6 +81,8 @@ def report(
                       _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
                       str(r["pool_size"]))
     console.print(table)
+    if rep["learning"]:
+        _print_learning(rep["learning"], rep["learning_note"])
     by_strategy = [(r["round"], r["validity_by_strategy"] or {}) for r in rounds]
     if any(v for _, v in by_strategy):
         console.print("validity by strategy: " + "; ".join(
@@ -92,3 +100,19 @@ def report(
     console.print(f"pool: {rep['pool']['active']} active, {rep['pool']['retired']} retired")
     if written:
         console.print(f"plots: {', '.join(str(p) for p in written)}")
+
+
+def _print_learning(rows: list[dict], note: str) -> None:
+    """The learning panel: per round and role, how the policy that played the round did and how far it moved."""
+    table = Table(title="[bold]learning[/] (the policy that played each round)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
+    for col in ("round", "role", "mean\nreward", "solve\nrate", "KL to first\npolicy", "sampler/\ntrainer gap",
+                "tokens"):
+        table.add_column(col, justify="left" if col == "role" else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(str(r["round"]), r["role"], _fmt(r["reward_mean"]), _fmt(r["solve_rate"], True),
+                      "-" if r["kl"] is None else f"{r['kl']:.4f}", "-" if r["gap"] is None else f"{r['gap']:.1e}",
+                      "-" if r["tokens"] is None else str(r["tokens"]))
+    console.print(table)
+    if note:
+        console.print(f"learning: {escape(note)}")

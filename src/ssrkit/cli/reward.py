@@ -8,9 +8,9 @@ from typing import Annotated, List, Optional
 import typer
 from rich.table import Table
 
-from ..artifact import find_artifacts
-from ..reward import DEFAULT_ALPHA
-from ..attempts import artifact_reward, reward_alpha, write_reward
+from ..store.artifact import find_artifacts
+from ..verdict.rewards import DEFAULT_ALPHA
+from ..store.attempts import artifact_reward, reward_alpha, write_reward
 from .common import safe, ConfigOpt, JsonOpt, config_for, console, print_json
 
 EPILOG = """

@@ -11,8 +11,8 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from ..artifact import BUG_DIFF, METADATA, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
-from ..attempts import current_reward, scored_attempts
+from ..store.artifact import BUG_DIFF, METADATA, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
+from ..store.attempts import current_reward, scored_attempts
 from ..text import printable
 from .common import safe, STATUS_STYLE, console, print_json
 

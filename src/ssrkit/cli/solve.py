@@ -11,13 +11,14 @@ from rich.table import Table
 
 from ..agents.endpoints import client_from_config
 from ..agents.loop import AgentConfig
-from ..artifact import Artifact, find_artifacts
-from ..attempts import attempt_records
+from ..store.artifact import Artifact, find_artifacts
+from ..store.attempts import attempt_records
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve import Engine, SolveOptions, solvable
 from ..solvers import SOLVERS, make_solver
-from ..source import RepoSource
+from ..store.source import RepoSource
+from ..store.trajectory import SUBMITTED
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, safe,
@@ -175,7 +176,7 @@ def reason(record: dict[str, Any]) -> str:
         return record.get("reason", "")
     info = record.get("solver_info") or {}
     status = info.get("exit_status")
-    said = info.get("note") or info.get("error") or (status if status not in (None, "submitted") else None)
+    said = info.get("note") or info.get("error") or (status if status not in (None, SUBMITTED) else None)
     return f"no fix submitted: {said}" if said else "no fix submitted (an empty patch)"
 
 

@@ -1,6 +1,8 @@
-"""`ssrkit train`: GRPO on the policy from the rollouts in artifact directories (a thin CLI over ssrkit.train).
+"""`ssrkit train`: GRPO on the policy from the rollouts in artifact directories or rollout files (a thin CLI over
+ssrkit.train).
 
     ssrkit train runs/r1/artifacts --model Qwen3-8B/ --out runs/r1/policy
+    ssrkit train rollouts.jsonl --model Qwen3-8B/ --out runs/r1/policy     # rollouts from any source
     accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit.train runs/r1/artifacts --model ... --out ...
 
 Every flag can also be set in the `[train]` section of ssrkit.toml (flags win); the resolved configuration is
@@ -52,7 +54,8 @@ def _command_options() -> list[inspect.Parameter]:
     K = inspect.Parameter.KEYWORD_ONLY
     return [
         inspect.Parameter("artifacts", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
-            list[Path], typer.Argument(help="Artifact directories, or folders holding them.")]),
+            list[Path], typer.Argument(help="Artifact directories, folders holding them, or rollout files (*.jsonl: one "
+                                            "rollout a line, from any source; docs/train.md).")]),
         inspect.Parameter("config", K, default=None, annotation=Annotated[Optional[Path], typer.Option(
             "--config", "-c", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).",
             rich_help_panel="Configuration")]),
@@ -69,7 +72,8 @@ def _command_options() -> list[inspect.Parameter]:
 
 def train(artifacts: list[Path], *, config: Optional[Path] = None, allow_empty: bool = False,
           json_output: bool = False, verbose: bool = False, **flags: Any) -> None:
-    """Train the policy with GRPO on solver and injector rollouts; write a checkpoint `vllm serve` can load."""
+    """Train the policy with GRPO on solver and injector rollouts (or any rollout file's); write a checkpoint `vllm
+    serve` can load."""
     from ssrkit.train import TrainError, require_train_deps, resolve_config, run_training
     from ssrkit.train.errors import NothingToTrain
 

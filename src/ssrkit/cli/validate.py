@@ -8,7 +8,7 @@ from typing import Annotated, Any, List, Optional
 import typer
 from rich.table import Table
 
-from ..artifact import Artifact, find_artifacts
+from ..store.artifact import Artifact, find_artifacts
 from ..executor import Shard, executor_from_config, shard_items
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator, validate_all
@@ -143,12 +143,23 @@ def render_checks(result: dict[str, Any]) -> None:
         secs = f"{c['seconds']:.2f}s" if c["seconds"] else ""
         table.add_row(c["name"], STATUS_STYLE.get(c["status"], c["status"]), safe(c["message"]), secs)
     console.print(table)
+    budget = result.get("budget") or {}
+    if budget:  # before the verdict, which stays the last line
+        console.print(f"[dim]test runs: {budget['used']:.1f}s of the artifact's {budget['seconds']:g}s budget[/]")
     if result["valid"]:
         console.print(f"[green bold]valid[/]  FAIL_TO_PASS: {len(result['fail_to_pass'])}  "
                       f"PASS_TO_PASS: {len(result['pass_to_pass'])}  ({result['seconds']:.1f}s)")
     else:
         first = next(c for c in result["checks"] if c["status"] == "failed")
         console.print(f"[red bold]invalid[/]: [bold]{first['name']}[/] — {safe(first['message'])}")
+
+
+def _budget_line(results: list[dict[str, Any]]) -> str | None:
+    """The budget of test runs one artifact may use, when the reports share one (they do in one command)."""
+    budgets = {r["budget"]["seconds"] for r in results if r.get("budget")}
+    if len(budgets) != 1:
+        return None
+    return f"[dim]each artifact's test runs may take {budgets.pop():g}s (\\[validate] budget)[/]"
 
 
 def render_summary(results: list[dict[str, Any]]) -> None:
@@ -164,5 +175,8 @@ def render_summary(results: list[dict[str, Any]]) -> None:
         table.add_row(safe(r["artifact"]), "[green]valid[/]" if r["valid"] else "[red]invalid[/]", note,
                       str(len(r["fail_to_pass"])), f"{r['seconds']:.1f}s")
     console.print(table)
+    line = _budget_line(results)
+    if line:
+        console.print(line)
     n_valid = sum(r["valid"] for r in results)
     console.print(f"{n_valid}/{len(results)} valid")

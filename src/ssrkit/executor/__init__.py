@@ -13,7 +13,7 @@ from .base import (EXECUTORS, ArtifactRef, Executor, LocalExecutor, Scratch, Sha
                    pack_tree, read_tree, relabel, run_units, shard_items, stream_units, unpacked_repo, write_tree)
 
 if TYPE_CHECKING:
-    from ..config import Config
+    from ..store.config import Config
 
 __all__ = ["EXECUTORS", "ArtifactRef", "Executor", "LocalExecutor", "Scratch", "Shard", "SourceRef",
            "executor_from_config", "make_executor", "node_cache", "pack_tree", "read_tree", "relabel", "run_units",

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..errors import SsrkitError
-from ..source import RepoSource
+from ..store.cache import node_repos_dir
+from ..store.fsutil import read_tree, write_tree  # noqa: F401 - the executor hands them to its units
+from ..store.source import RepoSource
 
 
 EXECUTORS = ("local", "ray")
@@ -279,10 +281,8 @@ def pack_tree(path: str | Path) -> tuple[bytes, str]:
 
 
 def node_cache() -> Path:
-    """Where a node keeps unpacked repositories (`$SSRKIT_CACHE/repos`, else ~/.cache/ssrkit/repos)."""
-    base = os.environ.get("SSRKIT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ssrkit")
-    return Path(base) / "repos"
+    """Where a node keeps unpacked repositories (`store.cache`: `$SSRKIT_CACHE/repos`, else ~/.cache/ssrkit/repos)."""
+    return node_repos_dir()
 
 
 _unpack_lock = threading.Lock()
@@ -347,25 +347,6 @@ def relabel(obj: Any, mapping: dict[str, str]) -> Any:
         return x
 
     return fix(obj)
-
-
-def read_tree(root: Path) -> dict[str, bytes]:
-    """Every file under `root`, by relative path (what a portable unit sends back)."""
-    root = Path(root)
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def write_tree(root: Path, files: dict[str, bytes], *, last: tuple[str, ...] = ()) -> None:
-    """Write a unit's files under `root` atomically, the names in `last` after every other one (so their
-    presence means the rest is there: eval.json, validation.json, artifact.toml)."""
-    from ..fsutil import atomic_write_bytes
-
-    root = Path(root)
-    order = sorted(files, key=lambda rel: (rel in last, last.index(rel) if rel in last else 0, rel))
-    for rel in order:
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(p, files[rel])
 
 
 @dataclass

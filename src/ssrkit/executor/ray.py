@@ -28,7 +28,7 @@ from typing import Any, Callable, TypeVar
 
 from ..errors import SsrkitError
 from ..sandbox._cleanup import run_id
-from ..source import RepoSource
+from ..store.source import RepoSource
 from .base import ArtifactRef, Executor, SourceRef, pack_tree
 
 #: the custom resource that counts sandbox slots on a node

@@ -13,23 +13,24 @@ from __future__ import annotations
 import copy
 import difflib
 import hashlib
+import math
 import random
 import threading
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
-from ..artifact import Artifact
+from ..store.artifact import Artifact
 from ..errors import SsrkitError
 from ..sandbox import Sandbox
 from ..testrun import PASSED
 from ..validate import Settings
 from .history import MAX_CODE_LINES, Commit, Revert, recent_first, revert
-from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutations
+from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutated, mutations
 from .runner import UNITTEST, Profile
 from .source_text import SourceText
-from .testmap import TestMap
+from .testmap import TestMap, per_test_limit
 
 HISTORY = "history"
 COMBINE = "combine"
@@ -155,6 +156,10 @@ class RepoView:
         self.usable_files = []
         self.excluded: dict[str, str] = {}  # test file -> why it is never selected
         self.slow: dict[str, float] = {}  # test file -> seconds its passing tests took under coverage
+        #: usable test file -> seconds its passing tests took under coverage (what a run of it costs)
+        self.file_seconds: dict[str, float] = {}
+        #: seconds of the coverage run that no test took (start-up, collection): what any run adds to its tests
+        self.overhead = max(0.0, tm.seconds - sum(tm.durations.values()))
         failing = {t for t, st in tm.outcomes.items() if st not in (PASSED, "skipped") and t not in tm.doctests}
         for f, ts in self.tests_by_file.items():
             if not f.endswith(".py"):
@@ -173,6 +178,7 @@ class RepoView:
                 self.slow[f] = seconds
                 continue
             self.usable_files.append(f)
+            self.file_seconds[f] = seconds
         for f, why in tm.broken.items():
             self.excluded.setdefault(f, f"error at collection: {why}")
         self.failing = sorted(t for t in failing if self.tm.file_of(t) not in self.excluded and t not in tm.cut)
@@ -207,15 +213,21 @@ class RepoView:
         if self.slow:
             out.append(f"not selecting {plural(len(self.slow), 'test file')} whose tests took longer under coverage "
                        f"than one test run may ({self.settings.timeout:g}s, [validate] timeout): "
-                       + listing([f"{f} ({s:.0f}s)" for f, s in sorted(self.slow.items())]))
+                       + listing([f"{f} ({'cut at ' if f in self.tm.files_cut else ''}{s:.0f}s)"
+                                  for f, s in sorted(self.slow.items())]))
         if self.cut:
-            out.append(f"excluded {plural(len(self.cut), 'test')} cut after {self.settings.timeout:g}s under coverage "
-                       f"(longer than one test run may take, [validate] timeout): " + listing(self.cut))
+            out.append(f"excluded {plural(len(self.cut), 'test')} cut after "
+                       f"{per_test_limit(self.settings.timeout):g}s under coverage (a third of one test run's "
+                       f"budget, [validate] timeout {self.settings.timeout:g}s): " + listing(self.cut))
         if self.failing:
             verb = "fails" if len(self.failing) == 1 else "fail"
             out.append(f"excluded {plural(len(self.failing), 'test')} that {verb} on the original code: "
                        + listing(self.failing))
         return out
+
+    def seconds(self, tests: Iterable[str]) -> float:
+        """What a run of `tests` may take, from the coverage run: their durations plus its overhead."""
+        return self.overhead + sum(self.tm.durations.get(t, 0.0) for t in tests)
 
     def exclude_flaky(self, tests: list[str]) -> list[str]:
         """Never select `tests` again (they passed in the coverage run, then failed on the original code)."""
@@ -226,8 +238,10 @@ class RepoView:
                 self.passing = self.passing - set(new)
             return new
 
-    def select_tests(self, tests: set[str]) -> tuple[list[str], list[str], list[str]] | None:
-        """(test files, deselected ids, expected passing ids) for a set of tests that must run."""
+    def select_tests(self, tests: set[str],
+                     avoid: set[str] = frozenset()) -> tuple[list[str], list[str], list[str]] | None:
+        """(test files, deselected ids, expected passing ids) for a set of tests that must run; files in `avoid`
+        are never added to reach min_passing_tests."""
         files = {self.tm.file_of(t) for t in tests} & set(self.usable_files)
         if not files:
             return None
@@ -235,14 +249,23 @@ class RepoView:
         def expected(fs: set[str]) -> list[str]:
             return [t for f in sorted(fs) for t in self.tests_by_file[f] if t in self.passing]
 
-        for f in self.usable_files:  # reach min_passing_tests with more files, in a fixed order
+        # reach min_passing_tests with more files: the cheapest first (each run of the artifact runs them)
+        for f in sorted(self.usable_files, key=lambda f: (cost_rank(self.file_seconds.get(f, 0.0)), f)):
             if len(expected(files)) >= self.settings.min_passing_tests:
                 break
-            files.add(f)
+            if f not in avoid:
+                files.add(f)
         if len(expected(files)) < self.settings.min_passing_tests:
             return None
         deselect = [t for f in sorted(files) for t in self.tests_by_file[f] if t not in self.passing]
         return sorted(files), deselect, expected(files)
+
+
+def cost_rank(seconds: float) -> int:
+    """A coarse rank of what running something costs (ranks are factors of 4 apart): choices made by it come
+    out the same when the coverage map is made again and its durations move a little, so a seed keeps its
+    artifacts; it still tells a 30-second test file from a 1-second one."""
+    return 0 if seconds < 0.05 else 1 + int(math.log(seconds / 0.05, 4))
 
 
 # -- candidate streams -------------------------------------------------------------------------------
@@ -268,7 +291,7 @@ def _mutation_stream(repo: RepoView, family: str, rng: random.Random) -> Iterato
         for func in mod.funcs:
             if not (set(func.body_lines) & mod.covered):
                 continue
-            muts = [m for m in mutations(mod.st, func, family) if m.line in mod.covered]
+            muts = [m for m in mutations(mod.st, func, family, checked=False) if m.line in mod.covered]
             if muts:
                 pool[(path, func.qualname)] = muts
     keys = sorted(pool)
@@ -283,7 +306,9 @@ def _mutation_stream(repo: RepoView, family: str, rng: random.Random) -> Iterato
         if not muts:
             keys.remove(key)
         mod = repo.modules[key[0]]
-        new = m.apply(mod.st.text)
+        new = mutated(mod.st, m)  # checked on draw: a parse of the module per mutation drawn, not per mutation
+        if new is None:
+            continue
         h = hashlib.sha256(f"{m.path}\0{new}".encode()).hexdigest()
         if h in seen:
             continue

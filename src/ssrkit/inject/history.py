@@ -29,8 +29,8 @@ import warnings
 from dataclasses import dataclass
 
 from ..sandbox.base import Sandbox
-from ..validate import is_test_like
-from .. import pyast
+from ..verdict.patterns import is_test_like
+from ..verdict import pyast
 
 MAX_CODE_LINES = 150  # a commit changing more lines of code than this is a refactor, not a fix
 HALF_LIFE = 20  # commits: each 20 commits further back halve a commit's weight in the order

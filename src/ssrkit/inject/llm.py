@@ -24,16 +24,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..agents import STRATEGIES, Agent, AgentConfig, ModelClient, Trajectory, injector_prompts
-from ..artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
+from ..store.artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
                         TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
-from ..config import Config
+from ..store.config import Config
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
-from ..fsutil import own_dir, read_json
+from ..store import trajectory as trajectories
+from ..store.fsutil import own_dir
+from ..store.trajectory import SUBMITTED
 from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
-from ..source import RepoSource, head_commit
+from ..store.source import RepoSource, head_commit
 from ..units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
 from .summary import Injection, InjectReport, StrategyStats
@@ -135,7 +137,7 @@ def run_llm_injection(
         min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
         test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
         exclude_tests=exclude_tests or ())
-    traj_path = out_dir / TRAJECTORY
+    traj_path = trajectories.path_in(out_dir)
     info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
             "thresholds": vars(thresholds).copy(), "submission_dir": sub}
     traj = Trajectory("injector", model=client.describe(), limits=config.to_dict(), path=traj_path, info=info)
@@ -154,7 +156,7 @@ def run_llm_injection(
     agent.run(traj, system, task)
     result = InjectionResult(out_dir=out_dir, strategy=strategy, exit_status=traj.exit_status,
                              trajectory_path=traj_path, error=traj.error, seconds=round(traj.elapsed(), 3))
-    if traj.exit_status != "submitted":
+    if traj.exit_status != SUBMITTED:
         result.error = result.error or f"the injector did not submit ({traj.exit_status})"
         return result
 
@@ -248,13 +250,7 @@ def _finished(d: Path) -> bool:
     """A directory whose injection ended (artifact written, or trajectory closed without one)."""
     if (d / METADATA).is_file():
         return True
-    t = d / TRAJECTORY
-    if not t.is_file():
-        return False
-    try:
-        return read_json(t).get("exit_status") not in (None, "running")
-    except (OSError, ValueError):
-        return False
+    return trajectories.ended(trajectories.path_in(d))  # a file that is not a trajectory: redone
 
 
 def _currently_valid(art: Artifact) -> bool | None:
@@ -404,8 +400,8 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
                                            test_timeout=env.timeout, exclude_tests=env.exclude_tests)
             status, error = result.exit_status, result.error
         else:
-            traj = read_json(d / TRAJECTORY) if (d / TRAJECTORY).is_file() else {}
-            status, error = traj.get("exit_status", "submitted"), traj.get("error")
+            traj = trajectories.read_or_none(trajectories.path_in(d)) or {}
+            status, error = traj.get("exit_status", SUBMITTED), traj.get("error")
         if env.validator is not None and (d / METADATA).is_file():
             art = Artifact(d)
             if _currently_valid(art) is None:  # not validated, or its files changed since: validate them

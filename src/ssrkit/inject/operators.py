@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from .source_text import Edit, SourceText, apply_edits, node_first_line
-from .. import pyast
+from ..verdict import pyast
 
 EXPRESSION = "expression"
 REMOVAL = "removal"
@@ -90,8 +90,12 @@ def functions(st: SourceText) -> list[Function]:
     return out
 
 
-def mutations(st: SourceText, func: Function, family: str, operators: tuple[str, ...] | None = None) -> list[Mutation]:
-    """All mutations of one family (optionally only some operators) in a function, in source order."""
+def mutations(st: SourceText, func: Function, family: str, operators: tuple[str, ...] | None = None, *,
+              checked: bool = True) -> list[Mutation]:
+    """All mutations of one family (optionally only some operators) in a function, in source order.
+
+    `checked=False` leaves out the check that each one changes the text and keeps the syntax (`mutated`):
+    one parse of the whole module per mutation, which a caller drawing a few of thousands makes on draw."""
     ops = operators or FAMILIES[family]
     out: list[Mutation] = []
     gen = _Generator(st, func)
@@ -101,23 +105,29 @@ def mutations(st: SourceText, func: Function, family: str, operators: tuple[str,
         for m in getattr(gen, name)():
             if m is not None:
                 out.append(m)
-    # drop mutations that do not change the text or that break the syntax
     seen: set[tuple[Edit, ...]] = set()
     good = []
     for m in out:
         if m.edits in seen:
             continue
         seen.add(m.edits)
-        new = m.apply(st.text)
-        if new == st.text:
-            continue
-        try:
-            pyast.parse(new)
-        except SyntaxError:
+        if checked and mutated(st, m) is None:
             continue
         good.append(m)
     good.sort(key=lambda m: (ops.index(m.operator) if m.operator in ops else len(ops), m.line, m.edits[0].start, m.detail))
     return good
+
+
+def mutated(st: SourceText, m: Mutation) -> str | None:
+    """The module's text with `m` applied; None when that changes nothing or breaks the syntax."""
+    new = m.apply(st.text)
+    if new == st.text:
+        return None
+    try:
+        pyast.parse(new)
+    except SyntaxError:
+        return None
+    return new
 
 
 def mutations_at_lines(st: SourceText, lines: set[int], families: tuple[str, ...] = (EXPRESSION,)) -> list[Mutation]:

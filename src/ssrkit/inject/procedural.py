@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
-from ..config import Config, load_config
+from ..store.artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
+from ..store.config import Config, load_config
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
-from ..fsutil import atomic_write_json, own_dir
+from ..store.fsutil import atomic_write_json, own_dir
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
-from ..source import RepoSource
+from ..store.runs import INJECT_CONFIG
+from ..store.source import RepoSource
 from ..validate import Settings
 from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate, Event, Outcome, RepoView, listing,
                          parse_strategies, plural, tail)
@@ -45,7 +46,7 @@ from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
-from .testmap import TestMap, build_testmap, repo_fingerprint
+from .testmap import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
@@ -346,7 +347,8 @@ class Session:
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
-                                     timeout=cov_timeout, test_limit=self.settings.timeout,
+                                     timeout=cov_timeout, test_limit=per_test_limit(self.settings.timeout),
+                                     file_limit=self.settings.timeout,
                                      fingerprint=fingerprint, environment=environment_key(sb.options),
                                      cache=self.cache)
         self.engine.repo = RepoView(sb, self.testmap, self.profile, self.settings, self.test_patterns)
@@ -365,6 +367,7 @@ class Session:
         # a mutant may loop forever: screening runs get a few times the whole suite's duration
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
         self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
+        self.engine.estimate_timeouts = not self.section.get("screen_timeout")  # each run: from its tests' time
         if history:
             self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD",
                                         test_files=self.repo.test_files)
@@ -442,7 +445,8 @@ class Session:
             ev = self.engine
             self._unit_env = CandidateEnv(pool.source_ref(self.source), self.seed, self.settings,
                                           self.repo.for_evaluation(), ev.base_commit, ev.screen_timeout,
-                                          ev.existing, *self.sandbox_spec, str(ev.staging))
+                                          ev.existing, *self.sandbox_spec, str(ev.staging),
+                                          ev.estimate_timeouts)
         return pool.submit(candidate_unit, self._unit_env, cand)
 
     def receive(self, pool: Executor, result: Any) -> Outcome:
@@ -542,7 +546,7 @@ def inject(
         artifacts, stats = session.run(n, jobs=jobs, strategies=strategies, max_tries=max_tries,
                                        executor=executor)
         try:
-            session.config.write(session.out / "inject-config.toml")
+            session.config.write(session.out / INJECT_CONFIG)
         except OSError:
             pass
         assert session.profile is not None and session.testmap is not None

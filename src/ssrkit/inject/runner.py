@@ -13,9 +13,11 @@ user's file):
     discover = ["-s", "tests"]        # unittest: arguments of `discover` for the full-suite run
     exclude_tests = ["tests/test_net.py::test_download"]   # never selected (flaky, needs network)
     coverage_timeout = 600            # seconds for the whole suite under coverage (once per repository state;
-                                      # a suite cut there keeps the tests that ran, and one test running
-                                      # longer than [validate] timeout is cut and excluded)
-    screen_timeout = 20               # seconds per pre-screen / bug run (default: 3 × the suite, at least 15)
+                                      # a suite cut there keeps the tests that ran; one test running longer
+                                      # than a third of [validate] timeout is cut and excluded, and a test
+                                      # file whose tests took longer than it has the rest skipped)
+    screen_timeout = 20               # seconds per pre-screen / bug run (default: 3 × what its tests took
+                                      # under coverage, at least 10, at most 3 × the suite)
 
 Test ids are those of the artifact parsers (`ssrkit/templates/*_parser.py`): pytest node ids
 (`tests/test_a.py::TestX::test_y[p]`) and unittest ids (`tests.test_a.TestX.test_y`).
@@ -75,11 +77,13 @@ class Profile:
             cmd = _join(self.base, "-v", self._args(), modules) + " 2>&1"
         return f"#!/usr/bin/env bash\n{cmd}\n"
 
-    def failfast_command(self, test_ids: list[str]) -> str:
-        """Runs the given tests, stopping at the first failure (the cheap pre-screen)."""
+    def failfast_command(self, test_ids: list[str], maxfail: int = 1) -> str:
+        """Runs the given tests in the order given, stopping at the first failure (the cheap pre-screen), or
+        after `maxfail` failures (pytest only); the failures are listed for the runner's parser."""
         ids = " ".join(shlex.quote(t) for t in test_ids)
         if self.runner == PYTEST:
-            return _join(self.base, "-x -q -p no:cacheprovider", self._args(), ids)
+            stop = "-x" if maxfail <= 1 else f"--maxfail={maxfail}"
+            return _join(self.base, f"{stop} -q -rfE -p no:cacheprovider", self._args(), ids)
         return _join(self.base, "--failfast -q", self._args(), ids) + " 2>&1"
 
     def parser(self) -> str:

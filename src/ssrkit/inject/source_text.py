@@ -14,7 +14,7 @@ import tokenize
 from dataclasses import dataclass
 from functools import cached_property
 
-from .. import pyast
+from ..verdict import pyast
 
 
 @dataclass(frozen=True)

@@ -18,21 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
-from ..fsutil import atomic_write_json, read_json
+from ..store.fsutil import atomic_write_json
+from ..store.runs import read_inject_record, summary_name
 
 if TYPE_CHECKING:
     from ..executor import Shard
-
-#: the file name, in the injector's output directory
-INJECT_SUMMARY = "inject.json"
-#: every run's record in an output directory: `inject.json`, and `inject-K-of-N.json` of each shard (shards may
-#: share one output directory)
-INJECT_SUMMARIES = "inject*.json"
-
-
-def summary_name(shard: Shard | None = None) -> str:
-    """The name of a run's record: one per shard, so shards writing into one directory keep theirs."""
-    return INJECT_SUMMARY if shard is None else f"inject-{shard.k}-of-{shard.n}.json"
 
 
 @dataclass
@@ -135,11 +125,8 @@ class InjectReport:
 def discarded_by_strategy(path: str | Path) -> dict[str, int]:
     """strategy → candidates (or agent runs) an injection run tried without writing an artifact, from its
     inject.json; {} when the file cannot be read."""
-    try:
-        data = read_json(Path(path))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
+    data = read_inject_record(path)
+    if data is None:
         return {}
     out = {}
     for strategy, counts in (data.get("by_strategy") or {}).items():

@@ -25,10 +25,16 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..errors import SsrkitError
-from ..fsutil import atomic_write_json, read_json
+from ..store.fsutil import atomic_write_json, read_json
 from ..sandbox.base import Sandbox
 from ..testrun import PASSED
-from ..validate import cache_dir, is_test_like
+from ..store.cache import testmaps_dir
+from ..verdict.patterns import is_test_like
+
+def per_test_limit(timeout: float) -> float:
+    """Seconds one test may run under coverage before the map cuts it: a third of one test run's budget
+    (`timeout`, [validate] timeout), since every run of an artifact selecting it would spend that on it."""
+    return timeout / 3
 
 _HELPERS = ("sitecustomize.py", "ssrkit_cov.py", "ssrkit_cov_pytest.py", "dump.py")
 _OMIT = ["*/.venv/*", "*/venv/*", "*/site-packages/*", "*/.tox/*", "*/node_modules/*"]
@@ -58,6 +64,8 @@ class TestMap:
     durations: dict[str, float] = field(default_factory=dict)  # test id -> seconds under coverage
     complete: bool = True  # False: the suite was cut at the coverage timeout; the map holds the tests that ran
     cut: set[str] = field(default_factory=set)  # tests interrupted at the per-test limit (recorded as failed)
+    #: test files whose remaining tests were skipped once their passing tests had outlasted the per-file limit
+    files_cut: set[str] = field(default_factory=set)
     _by_line: dict[str, dict[int, frozenset[int]]] = field(default_factory=dict, repr=False)
 
     # -- construction ----------------------------------------------------------------------------
@@ -67,13 +75,14 @@ class TestMap:
         return cls(list(data["contexts"]), files, dict(data["outcomes"]), dict(data["test_files"]),
                    float(data.get("seconds", 0.0)), set(data.get("doctests", ())), dict(data.get("broken", {})),
                    str(data.get("tracer", "")), {k: float(v) for k, v in data.get("durations", {}).items()},
-                   bool(data.get("complete", True)), set(data.get("cut", ())))
+                   bool(data.get("complete", True)), set(data.get("cut", ())), set(data.get("files_cut", ())))
 
     def to_json(self) -> dict[str, Any]:
         return {"contexts": self.contexts, "files": {p: {str(k): v for k, v in per.items()} for p, per in self.files.items()},
                 "outcomes": self.outcomes, "test_files": self.test_files, "seconds": round(self.seconds, 3),
                 "doctests": sorted(self.doctests), "broken": self.broken, "tracer": self.tracer,
-                "durations": self.durations, "complete": self.complete, "cut": sorted(self.cut)}
+                "durations": self.durations, "complete": self.complete, "cut": sorted(self.cut),
+                "files_cut": sorted(self.files_cut)}
 
     # -- queries ---------------------------------------------------------------------------------
     def passing(self) -> set[str]:
@@ -151,9 +160,11 @@ def _coverage_package() -> list[tuple[str, bytes]]:
     return _COVERAGE_FILES
 
 
-def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str, test_limit: float = 0.0) -> str:
+def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str, test_limit: float = 0.0,
+                        file_limit: float = 0.0) -> str:
     """Shell prefix that runs a command under per-test coverage writing into `out_dir`; with `test_limit`, a
-    test running longer than that many seconds is interrupted and recorded as cut."""
+    test running longer than that many seconds is interrupted and recorded as cut; with `file_limit`, a test
+    file whose passing tests took longer than that has the rest of its tests skipped (`files_cut`)."""
     rc = f"{out_dir}/coveragerc"
     omit = ", ".join(_OMIT)
     sandbox.write_file(rc, f"[run]\ndata_file = {out_dir}/.coverage\nparallel = True\nsource = {sandbox.root}\n"
@@ -162,17 +173,18 @@ def coverage_env_prefix(sandbox: Sandbox, helper_dir: str, out_dir: str, test_li
     return (f"rm -f {q(out_dir)}/.coverage* {q(out_dir)}/outcomes-*.json; "
             f"unset COVERAGE_CORE; export COVERAGE_PROCESS_START={q(rc)} SSRKIT_COV_DIR={q(out_dir)} "
             f"SSRKIT_COV_VENDOR={q(helper_dir + '/vendor')} SSRKIT_COV_TEST_LIMIT={test_limit:g} "
+            f"SSRKIT_COV_FILE_LIMIT={file_limit:g} "
             f"PYTEST_PLUGINS=ssrkit_cov_pytest${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}} "
             f"PYTHONPATH={q(helper_dir)}${{PYTHONPATH:+:$PYTHONPATH}}; ")
 
 
 def run_with_coverage(sandbox: Sandbox, command: str, *, python: str, timeout: float,
-                      name: str = "run", test_limit: float = 0.0) -> tuple[Any, TestMap]:
+                      name: str = "run", test_limit: float = 0.0, file_limit: float = 0.0) -> tuple[Any, TestMap]:
     """Run `command` under per-test coverage; return (the command's ExecResult, the map)."""
     helper_dir = install_helpers(sandbox)
     out_dir = sandbox.scratch_path(f"ssrkit_cov_{name}")
     sandbox.run(f"mkdir -p {shlex.quote(out_dir)}", timeout=30)
-    prefix = coverage_env_prefix(sandbox, helper_dir, out_dir, test_limit)
+    prefix = coverage_env_prefix(sandbox, helper_dir, out_dir, test_limit, file_limit)
     started = time.monotonic()
     res = sandbox.run(f"{prefix}{command}", timeout=timeout)
     seconds = time.monotonic() - started
@@ -210,21 +222,24 @@ def repo_fingerprint(sandbox: Sandbox) -> str:
 
 
 def build_testmap(sandbox: Sandbox, command: str, *, python: str, timeout: float, fingerprint: str,
-                  environment: str, cache: bool = True, test_limit: float = 0.0) -> TestMap:
+                  environment: str, cache: bool = True, test_limit: float = 0.0,
+                  file_limit: float = 0.0) -> TestMap:
     """The per-test coverage map of the whole suite, from the cache when this state was mapped before in the
     same environment (`environment`: `sandbox.environment_key` of the sandbox's options).
 
-    `test_limit`: seconds one test may run under coverage before it is cut (0: no limit)."""
+    `test_limit`: seconds one test may run under coverage before it is cut (0: no limit); `file_limit`: a test
+    file whose passing tests took longer than that in all is not measured further (it is never selected: one
+    run of it would outlast the budget of a run)."""
     key = hashlib.sha256(f"{fingerprint}\0{environment}\0{command}\0{python}\0{helpers_version()}\0{__version__}"
-                         f"\0{test_limit:g}".encode()).hexdigest()[:32]
-    path = cache_dir().parent / "testmaps" / f"{key}.json"
+                         f"\0{test_limit:g}\0{file_limit:g}".encode()).hexdigest()[:32]
+    path = testmaps_dir() / f"{key}.json"
     if cache and path.is_file():
         try:
             return TestMap.from_json(read_json(path))
         except (OSError, ValueError, KeyError):
             pass
     res, tm = run_with_coverage(sandbox, command, python=python, timeout=timeout, name="suite",
-                                test_limit=test_limit)
+                                test_limit=test_limit, file_limit=file_limit)
     if res.timed_out:
         if not tm.passing():
             raise SsrkitError(f"the test suite did not finish within {timeout:g}s under coverage, and no test "

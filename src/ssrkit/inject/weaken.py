@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from .runner import TestLocation
 from .source_text import Edit, SourceText, apply_edits, node_first_line
-from .. import pyast
+from ..verdict import pyast
 
 
 class WeakenError(ValueError):
@@ -30,8 +30,18 @@ class _Target:
     block: list[ast.stmt]
 
 
-def _find(st: SourceText, loc: TestLocation) -> _Target:
-    block: list[ast.stmt] = st.tree.body
+def removable(tree: ast.Module, loc: TestLocation) -> bool:
+    """Whether `remove_tests` finds the definition of the test at `loc` in the module parsed as `tree` (a test
+    generated at run time, e.g. attached with setattr from data files, has none)."""
+    try:
+        _find(tree, loc)
+    except WeakenError:
+        return False
+    return True
+
+
+def _find(tree: ast.Module, loc: TestLocation) -> _Target:
+    block: list[ast.stmt] = tree.body
     classes: list[ast.ClassDef] = []
     for name in loc.classes:
         cls = next((n for n in block if isinstance(n, ast.ClassDef) and n.name == name), None)
@@ -42,7 +52,7 @@ def _find(st: SourceText, loc: TestLocation) -> _Target:
     func = _find_def(block, loc.name)
     if func is None and classes:
         # inherited test: look through the base classes defined in the same module
-        func_block = _find_in_bases(st.tree.body, classes[-1], loc.name, set())
+        func_block = _find_in_bases(tree.body, classes[-1], loc.name, set())
         if func_block is not None:
             return _Target(*func_block)
     if func is None:
@@ -140,7 +150,7 @@ def remove_tests(text: str, locations: list[TestLocation], path: str = "<test>")
         raise WeakenError(f"{path} does not parse as Python ({getattr(e, 'msg', e)}): not weakened") from None
     targets: dict[int, _Target] = {}
     for loc in locations:
-        t = _find(st, loc)
+        t = _find(st.tree, loc)
         targets[id(t.node)] = t
     # a class whose every member goes is removed as a whole (repeat: nested classes)
     parents = _parents(st.tree)

@@ -4,11 +4,13 @@ Backends: `local` (`sandbox/local.py`: a RAM workspace, bubblewrap isolation whe
 (`sandbox/docker.py`: one container per sandbox). `open_sandbox` picks one and takes the `pristine` snapshot.
 """
 
+from ._cleanup import Interrupted, install_signal_handlers, stopped
 from .base import (PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, SandboxOptions, environment_key,
                    sanitized_env)
 
-__all__ = ["PRISTINE", "ExecResult", "FileTooLargeError", "Limits", "Sandbox", "SandboxOptions", "backend_from_config",
-           "docker_available", "environment_key", "fingerprint", "open_sandbox", "sanitized_env"]
+__all__ = ["PRISTINE", "ExecResult", "FileTooLargeError", "Interrupted", "Limits", "Sandbox", "SandboxOptions",
+           "backend_from_config", "docker_available", "environment_key", "fingerprint", "install_signal_handlers",
+           "open_sandbox", "sanitized_env", "stopped"]
 
 
 def backend_from_config(cfg, backend: str | None = None) -> str:
@@ -17,7 +19,7 @@ def backend_from_config(cfg, backend: str | None = None) -> str:
 
 
 def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None = None) -> Sandbox:
-    """Start a sandbox on a repository source (`ssrkit.source.RepoSource`).
+    """Start a sandbox on a repository source (`ssrkit.store.source.RepoSource`).
 
     backend: "local", "docker" or "auto" (docker for image sources, local for local repositories).
     The returned sandbox has a `pristine` snapshot of the repository as the user has it.

@@ -21,6 +21,7 @@ import time
 from typing import Callable
 
 from ._cleanup import stale_names
+from ._procfs import stat_fields
 
 _counter = itertools.count()
 
@@ -186,18 +187,21 @@ class SandboxCgroup:
                 pass
         return sorted(out)
 
-    def kill_all(self, timeout: float = 5.0, spare: Callable[[list[int]], set[int]] | None = None) -> bool:
+    def kill_all(self, timeout: float = 5.0, spare: Callable[[list[int]], set[int]] | None = None,
+                 gone: bool = False) -> bool:
         """SIGKILL every process in the cgroups (but those `spare` picks from their pids: the sandbox's own
-        `Prestarted` sandbox, waiting for the next command) until they are empty; True when they are."""
+        `Prestarted` sandbox, waiting for the next command) until none is left that could run again: each
+        is gone or exiting (`_exiting`); True when so. An exiting process is not waited for: what ends a
+        command is mostly its pid namespace's init tearing the namespace down (1-5 ms, in the kernel), and
+        nothing of it can run or fork any more. Whatever it forked before it began to exit is listed by
+        then: a second look at the cgroups, after the check, finds it. With `gone`, until the cgroups are
+        empty (before they are removed)."""
         deadline = time.monotonic() + timeout
         kill_files = [os.path.join(p, "cgroup.kill") for p in self.paths] if spare is None else []
-        delay = 0.0002  # usually only a namespace's init is still tearing down its mounts: short waits first
+        delay = 0.0002  # a killed process exits as soon as it is scheduled: short waits first
         while True:
-            pids = self.pids()
-            if spare is not None and pids:
-                kept = spare(pids)
-                pids = [p for p in pids if p not in kept]
-            if not pids:
+            pids = self._unspared(spare)
+            if not pids or (not gone and all(_exiting(p) for p in pids) and set(self._unspared(spare)) <= set(pids)):
                 return True
             for kill_file in kill_files:
                 if os.path.exists(kill_file):
@@ -215,10 +219,31 @@ class SandboxCgroup:
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
+    def _unspared(self, spare: Callable[[list[int]], set[int]] | None) -> list[int]:
+        pids = self.pids()
+        if spare is not None and pids:
+            kept = spare(pids)
+            pids = [p for p in pids if p not in kept]
+        return pids
+
     def remove(self) -> None:
-        self.kill_all()
+        self.kill_all(gone=True)
         for path in self.paths:
             _rmdir(path)
+
+
+_PF_EXITING = 0x4  # the kernel's task flag: the process has begun to exit (and left any fork it was in)
+
+
+def _exiting(pid: int) -> bool:
+    """Whether process `pid` is gone, a zombie, or exiting (it can neither run nor fork again)."""
+    rest = stat_fields(pid)
+    if rest is None:
+        return True
+    try:
+        return rest[0] in (b"Z", b"X", b"x") or bool(int(rest[6]) & _PF_EXITING)
+    except (IndexError, ValueError):
+        return False
 
 
 def _write(path: str, value: str, missing_ok: bool = False) -> None:

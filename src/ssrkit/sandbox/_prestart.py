@@ -33,6 +33,8 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Mapping, Sequence
 
+from ._procfs import stat_fields
+
 _F_SETPIPE_SZ = 1031
 #: the one thread that starts every waiting process. bubblewrap's `--die-with-parent` is a parent-death
 #: signal, and that fires when the *thread* that forked the process ends: a waiting sandbox started from a
@@ -185,10 +187,10 @@ class Prestarted:
 
 
 def _ppid(pid: int) -> int:
+    rest = stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return int(fh.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
+        return int(rest[1]) if rest is not None else -1
+    except (ValueError, IndexError):
         return -1
 
 

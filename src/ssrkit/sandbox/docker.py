@@ -173,6 +173,7 @@ class DockerSandbox(Sandbox):
     def __init__(self, image: str, workdir: str = "/testbed", options: SandboxOptions | None = None, *,
                  docker_client=None) -> None:
         global _swept
+        _cleanup.check_running()
         self.options = options or SandboxOptions()
         self.limits = self.options.limits
         self.image = image
@@ -269,7 +270,9 @@ class DockerSandbox(Sandbox):
             stdin: bytes | str | None = None, cwd: str | None = None) -> ExecResult:
         with self._lock:
             self._check_open()
-            return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+            res = self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+        _cleanup.check_running()  # stopped while it ran (its sandbox closed under it): no result
+        return res
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean = None
@@ -525,6 +528,7 @@ class DockerSandbox(Sandbox):
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:
+        _cleanup.check_running()  # the process is stopping: Interrupted, whether this sandbox is closed yet or not
         if self._closed:
             raise SandboxError("this sandbox is closed")
 

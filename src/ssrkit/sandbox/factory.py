@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import SandboxError
-from ..source import RepoSource, require_git_toplevel
+from ..store.source import RepoSource, require_git_toplevel
 from .base import PRISTINE, Sandbox, SandboxOptions
 
 BACKENDS = ("auto", "local", "docker")

@@ -10,6 +10,8 @@ Workspace
     `cp -a` of the cache, real copies, never hard links, so no command can reach the user's files or the
     cache through them; snapshots share unchanged files with hard links and `reset` copies back only what
     changed (see `_tree.py`: exact, cost = one walk + changed files). `isolation["workspace"]` says which.
+    The process's first sandbox starts a guardian (`_guardian.py`) that removes the temp root, its mounts
+    and the sandboxes' cgroups the moment the process dies without its cleanup (SIGKILL).
 
     With bubblewrap, top-level git-ignored virtualenvs (a `pyvenv.cfg` inside), `.tox`, `.nox` and
     `node_modules` are not copied: the original is mounted read-only at the same place inside the sandbox,
@@ -81,6 +83,7 @@ from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
 from ._prestart import Ahead, Prestarted
+from ._procfs import stat_fields
 from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
 from .base import (
@@ -123,6 +126,68 @@ def _sweep_stale_dirs(root: str) -> None:
             pass
 
 
+def _start_guardian(root: str, prefix: str) -> int | None:
+    """Start `_guardian.py` for this process (see there): its pid, or None where it could not start (the
+    next ssrkit process's sweep is then all there is)."""
+    parents = [d for d in (_cgroup.parent_dir("pids"), _cgroup.parent_dir("memory")) if d]
+    argv = [sys.executable, "-I", "-S", os.path.join(os.path.dirname(__file__), "_guardian.py"),
+            str(os.getpid()), root, prefix, *dict.fromkeys(parents)]
+    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    # closed in the spawn, not only by the guardian once it runs: until then (a loaded machine: a while) it
+    # would hold a pipe a caller of ssrkit waits on
+    inherited = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
+    for actions in (null + inherited, null):  # an fd closed meanwhile by another thread: the guardian closes the rest
+        try:
+            return os.posix_spawn(sys.executable, argv, {}, file_actions=actions, setsid=True)
+        except (OSError, AttributeError, TypeError) as e:
+            why = e
+    log.debug("no guardian for the local sandboxes: %s", why)
+    return None
+
+
+def _inheritable_fds() -> list[int]:
+    """This process's descriptors above stderr that a child would inherit (a caller's pipe, say)."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return []
+    fds = []
+    for fd in (int(n) for n in names if n.isdigit() and int(n) > 2):
+        try:
+            if os.get_inheritable(fd):
+                fds.append(fd)
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return fds
+
+
+#: (owner pid, temp root, guardian pid) of this process's guardian (`_guardian_for`)
+_guardian: tuple[int, str, int] | None = None
+_guardian_lock = threading.Lock()
+
+
+def _guardian_for(root: str, prefix: str) -> int | None:
+    """This process's guardian: started once, and again only where it has died (killed on its own: the
+    process's next sandbox is guarded again), never one more per session (a session is made again after a
+    cleanup: each would have left a guardian asleep until the process ends)."""
+    global _guardian
+    with _guardian_lock:
+        g = _guardian
+        if g is not None and g[:2] == (os.getpid(), root) and _running_child(g[2]):
+            return g[2]
+        pid = _start_guardian(root, prefix)
+        _guardian = (os.getpid(), root, pid) if pid else None
+        return pid
+
+
+def _running_child(pid: int) -> bool:
+    """Whether `pid`, a child of this process, still runs (a child that ended is reaped here)."""
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:  # not this process's child (a forked copy of the one that started it)
+        return False
+
+
 #: in each local sandbox's directory: its run, process and cgroups, for `reap.py`
 LABEL = "label.json"
 
@@ -142,11 +207,18 @@ class _Session:
         root = _tmp_root()
         _sweep_stale_dirs(root)
         _cgroup.sweep_stale()
-        self.base = tempfile.mkdtemp(prefix=f"ssrkit-{self.pid}-", dir=root)
+        prefix = f"ssrkit-{self.pid}-"  # the temp root's and the cgroups' (`_cgroup.SandboxCgroup.create`)
+        self.root, self.prefix = root, prefix
+        self.guardian = _guardian_for(root, prefix)  # first: whatever is made from here on dies with us
+        self.base = tempfile.mkdtemp(prefix=prefix, dir=root)
         self.caches: dict[tuple[str, tuple[str, ...]], Tree] = {}
         self.lock = threading.Lock()
         self.etc = EtcView(os.path.join(self.base, "etc"))
         _cleanup.add_hook(self.cleanup)
+
+    def guard(self) -> None:
+        """Make sure the guardian runs (it may have been killed since), before a sandbox is made."""
+        self.guardian = _guardian_for(self.root, self.prefix)
 
     def cache_for(self, src: str, fingerprint: str, skip: list[str]) -> Tree:
         key = (fingerprint, tuple(skip))
@@ -286,12 +358,9 @@ def isolation_available() -> str | None:
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
     """(process group, session) of `pid`; None when it is gone or a zombie (nothing left to kill)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
+    rest = stat_fields(pid)
+    if rest is None:
         return None
-    rest = data[data.rfind(b")") + 2:].split()
     try:
         if rest[0] in (b"Z", b"X"):
             return None
@@ -559,6 +628,7 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, repo: str | os.PathLike, options: SandboxOptions | None = None, *,
                  isolation: str | None = None, fingerprint: str | None = None) -> None:
+        _cleanup.check_running()
         self.options = options or SandboxOptions()
         self.limits = self.options.limits
         self.original = os.path.realpath(os.fspath(repo))
@@ -596,6 +666,7 @@ class LocalSandbox(Sandbox):
         self._runs_since_reset = 0
 
         sess = _session()
+        sess.guard()
         self.dir = tempfile.mkdtemp(prefix="sb-", dir=sess.base)
         _cleanup.register(self)
         try:
@@ -973,7 +1044,9 @@ class LocalSandbox(Sandbox):
             stdin: bytes | str | None = None, cwd: str | None = None) -> ExecResult:
         with self._lock:
             self._check_open()
-            return self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+            res = self._run(command, timeout=timeout, env=env, stdin=stdin, cwd=cwd)
+        _cleanup.check_running()  # stopped while it ran (its sandbox closed under it): no result
+        return res
 
     def _run(self, command, *, timeout, env, stdin, cwd) -> ExecResult:
         self._clean_tree = None
@@ -1155,6 +1228,7 @@ class LocalSandbox(Sandbox):
 
     # -- lifetime ----------------------------------------------------------------------------------------
     def _check_open(self) -> None:
+        _cleanup.check_running()  # the process is stopping: Interrupted, whether this sandbox is closed yet or not
         if self._closed:
             raise SandboxError("this sandbox is closed")
 

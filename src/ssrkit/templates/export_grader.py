@@ -1,10 +1,10 @@
 # The in-container half of an exported task's grading (`ssrkit export --format swebench-task | harbor`).
 #
-# Not runnable alone: `ssrkit.export.grader_script` prepends the pieces of ssrkit's own grading that this code
-# calls (testrun.TestRun and parse_statuses, pathmatch.matches, grade.judge, shadowed_module and the canary
-# helpers, copied from their source so there is one definition of each) and appends DATA, the task's grading
-# data (test script, parser, expected tests, protected patterns, original contents). Standard library only:
-# it runs under whatever python3 the task image has.
+# Not runnable alone: `ssrkit.export.grader_script` prepends export's constants (VERDICT_ZIP, GIT_SAFETY, ...)
+# and appends DATA, the task's grading data (test script, parser, expected tests, protected patterns, original
+# contents). Every rule a fix is judged by comes from ssrkit's own `verdict` package, shipped whole beside this
+# script as VERDICT_ZIP and imported from it as `ssrkit_verdict`: this file only does the container's I/O.
+# Standard library only: it runs under whatever python3 the task image has.
 #
 #   grade.py swebench   in the SWE-bench harness, after it applied the model patch to the work tree: restore
 #                       the protected files, run the tests, print one `--- PASS|FAIL|SKIP: <test id> (0s)` line
@@ -25,13 +25,9 @@
 # git is beyond any verifier running in its container: grade such runs from the diff (`ssrkit solve --patch`,
 # or SWE-bench's fresh container).
 
-import ast
 import base64
-import fnmatch
 import json
 import os
-import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -39,10 +35,17 @@ import sys
 import tempfile
 import threading
 import time
-import types
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+
+# ssrkit's grading, whole (`ssrkit.verdict`): the zip beside this script comes first on the path
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), VERDICT_ZIP))
+from ssrkit_verdict.canary import (after_reference, canary_target, decide, make_canary, not_run,  # noqa: E402
+                                   tampering_reason)
+from ssrkit_verdict.judge import Expectations, judge  # noqa: E402
+from ssrkit_verdict.output import OutputCapture  # noqa: E402
+from ssrkit_verdict.patterns import paths_to_restore  # noqa: E402
+from ssrkit_verdict.statuses import PASSED, SKIPPED, ParseError, TestRun, parse_statuses  # noqa: E402
+from ssrkit_verdict.text import clip  # noqa: E402
 
 STATE = os.environ.get("SSRKIT_GRADE_STATE") or os.path.join(tempfile.gettempdir(), "ssrkit-grade")
 TEST_LOG = os.path.join(STATE, "test.log")
@@ -142,15 +145,12 @@ def _clear(work, path):
 
 
 def restore_protected(data, git_dir, work, fix_touched, fix_added):
-    """grade.prepare's restore step: listed test files and touched protected files back to the original."""
-    paths = list(data["test_files"])
-    for p in [*data["artifact_touched"], *fix_touched]:
-        if p not in paths and matches(p, data["patterns"]):
-            paths.append(p)
-    shadows = []
-    if data["guard_shadows"]:
-        shadows = [p for p in fix_added if p not in paths and shadowed_module(p)
-                   and original_content(data, git_dir, work, p) is None]
+    """grade.prepare's restore step: listed test files and touched protected files back to the original, new
+    shadowing modules deleted (`verdict.patterns.paths_to_restore`)."""
+    paths, shadows = paths_to_restore(data["test_files"], [*data["artifact_touched"], *fix_touched], fix_added,
+                                      data["patterns"], data["guard_shadows"],
+                                      lambda p: original_content(data, git_dir, work, p) is not None,
+                                      shadow_names=frozenset(data["shadow_names"]))
     restored, deleted = [], []
     originals = {}
     for p in paths + shadows:
@@ -316,53 +316,29 @@ def _as_bytes(text):
 def check_canary(repo, fix, expect, graded):
     """grade.check_canary in the container: (forged?, details)."""
     data = repo.data
-    target = canary_target(types.SimpleNamespace(test_files=data["test_files"]), expect)
+    target = canary_target(data["test_files"], expect)
     _restored, _deleted, originals = repo.prepare(fix)
     if target is None or originals.get(target) is None:
-        return False, {"status": "not_run", "note": "no listed test module to put a canary into"}
+        return False, not_run()
     ids = sorted({*expect.required, *graded.statuses})
     canary = make_canary(_as_bytes(originals[target]), ids, stem=PurePosixPath(target).stem,
                          avoid=data["test_script"])
     with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
         fh.write(canary.text)
     run = run_tests(data, repo.work)
-    seen, broken = canary.statuses(run), canary.sabotaged_statuses(run)
-    info = {"file": target, "tests": seen, "sabotaged": broken, "exit_code": run.exit_code}
-    if any(s == PASSED for s in (*seen.values(), *broken.values())):
-        info.update(status="forged", note="a test that always fails was reported as passed")
-        return True, info
-    was = canary.sabotaged_statuses(graded) if canary.sabotaged else {}
-    if was and not broken:
-        info.update(status="vanished", note=f"the known test {canary.sabotaged}, made to fail, is missing from "
-                                            "the canary run")
-        return True, info
-    rest = TestRun(log=run.log, exit_code=0, seconds=run.seconds, timed_out=run.timed_out, truncated=run.truncated,
-                   statuses={t: s for t, s in run.statuses.items() if t not in seen and t not in broken},
-                   parse_error=run.parse_error)
-    ok, why, _ = judge(rest, Expectations([t for t in expect.fail_to_pass if t not in was],
-                                          [t for t in expect.pass_to_pass if t not in was]))
-    if not ok:
-        info.update(status="changed", note=f"with the canary present the required tests do not pass as in the "
-                                           f"graded run ({why})")
-        return True, info
-    if seen:
-        info["status"] = "caught"
-        return False, info
-    # the reference run: the same canary file on the original code (the base snapshot with the bug and the
-    # weakening reversed)
-    repo.reset()
-    repo.apply(data["to_original"], "the reversed bug and weakening")
-    with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
-        fh.write(canary.text)
-    expected = bool(canary.statuses(run_tests(data, repo.work)))
-    info["expected_on_original"] = expected
-    if expected:
-        info.update(status="vanished", note="the canary test is reported on the original code but missing with "
-                                            "the fix")
-        return True, info
-    info.update(status="absent", note="the test script does not report a canary test (it selects tests by id); "
-                                      "check inconclusive")
-    return False, info
+    info = {"file": target, "tests": canary.statuses(run), "sabotaged": canary.sabotaged_statuses(run),
+            "exit_code": run.exit_code}
+    decision = decide(canary, run, graded, expect)
+    if decision is None:
+        # the reference run: the same canary file on the original code (the base snapshot with the bug and
+        # the weakening reversed)
+        repo.reset()
+        repo.apply(data["to_original"], "the reversed bug and weakening")
+        with open(os.path.join(repo.work, target), "w", encoding="utf-8") as fh:
+            fh.write(canary.text)
+        info["expected_on_original"] = bool(canary.statuses(run_tests(data, repo.work)))
+        decision = after_reference(info["expected_on_original"])
+    return decision.record(info), info
 
 
 def grade_harbor(data, work, bundle):
@@ -374,7 +350,7 @@ def grade_harbor(data, work, bundle):
     try:
         restored, deleted, _ = repo.prepare(fix)
     except GradeFailure as e:
-        return {**record, "passed": False, "reason": f"the fix does not apply: {e}"}
+        return {**record, "passed": False, "reason": clip(f"the fix does not apply: {e}")}
     run = run_tests(data, work)
     passed, reason, details = judge(run, expect)
     record.update(passed=passed, reason=reason, tests=run.statuses, exit_code=run.exit_code,
@@ -387,7 +363,9 @@ def grade_harbor(data, work, bundle):
         record["canary"] = info
         if forged:
             record["passed"] = False
-            record["reason"] = f"tampering: {info['note']} (canary in {info['file']})"
+            record["reason"] = tampering_reason(info)
+    record["reason"] = clip(record["reason"])  # bounded as ssrkit solve bounds them
+    record["parse_error"] = clip(record["parse_error"]) if record["parse_error"] else record["parse_error"]
     # leave the work tree as it is graded: base snapshot + the agent's fix
     repo.reset()
     repo.apply(fix, "the fix")

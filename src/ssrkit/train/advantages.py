@@ -18,6 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from ssrkit.store.trajectory import DROP_STATUSES, LIMIT_STATUSES
+
 EPS = 1e-8
 
 
@@ -35,8 +37,8 @@ class AdvantageOptions:
     drop_zero_variance: bool = True
     singleton: str = "baseline"  # "baseline" | "drop"
     baseline_momentum: float = 0.9
-    mask_statuses: Sequence[str] = ("max_turns", "context_limit", "timeout", "error", "running")
-    drop_statuses: Sequence[str] = ("error", "running")
+    mask_statuses: Sequence[str] = LIMIT_STATUSES
+    drop_statuses: Sequence[str] = DROP_STATUSES
 
 
 @dataclass

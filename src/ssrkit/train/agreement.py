@@ -8,6 +8,11 @@ raw log-probs at T != 1 or a downcast server do not, and this is where it shows.
 
     from ssrkit.train.agreement import logprob_agreement
     table = logprob_agreement("runs/r1/policy0", ["runs/r1/round-001"])   # {"solver"|"injector"|"all": Agreement}
+
+The same comparison against another checkpoint measures how far the sampling policy has moved from it: with the
+first policy, `Agreement.kl` estimates KL(sampler || first policy) per token from the sampled tokens alone (the
+k3 estimator, exp(d) - 1 - d with d = log p_first - log p_sampler: unbiased, never negative), which is what
+`benchmarks/learning.py` and the learning panel of `ssrkit report` show. Paths may be rollout files (`*.jsonl`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any, Iterable
 
 import torch
 
-from ssrkit.artifact import TRAJECTORY
+from ssrkit.store import trajectory as trajectories
+from ssrkit.store.artifact import TRAJECTORY
 from ssrkit.train.batching import collate
 from ssrkit.train.examples import Example, build_examples
 
@@ -29,6 +35,13 @@ from ssrkit.train.examples import Example, build_examples
 class _Trajectory:  # what build_examples needs of a rollout
     trajectory: Path
     role: str
+
+    @property
+    def name(self) -> str:
+        return str(self.trajectory)
+
+    def load(self) -> dict[str, Any]:
+        return trajectories.read(self.trajectory)
 
 
 @dataclass
@@ -41,6 +54,7 @@ class Agreement:
     dropped: dict[str, int] = field(default_factory=dict)  # reason -> trained tokens whose log-probs were not used
     max_abs: float = 0.0
     sum_abs: float = 0.0
+    sum_kl: float = 0.0  # k3 terms of KL(sampler || checkpoint)
     temperatures: set[float] = field(default_factory=set)
 
     @property
@@ -48,12 +62,17 @@ class Agreement:
         return self.sum_abs / self.tokens if self.tokens else math.nan
 
     @property
+    def kl(self) -> float:
+        """KL(sampler || checkpoint) per compared token (k3 estimate over the sampled tokens)."""
+        return self.sum_kl / self.tokens if self.tokens else math.nan
+
+    @property
     def stored_share(self) -> float:
         return self.stored_tokens / self.trained_tokens if self.trained_tokens else math.nan
 
     def as_dict(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "trained_tokens": self.trained_tokens, "stored_share": self.stored_share,
-                "max_abs": self.max_abs, "mean_abs": self.mean_abs, "dropped": dict(self.dropped),
+                "max_abs": self.max_abs, "mean_abs": self.mean_abs, "kl": self.kl, "dropped": dict(self.dropped),
                 "temperatures": sorted(self.temperatures)}
 
 
@@ -65,19 +84,21 @@ def _trainer_logprobs(model: Any, example: Example, pad_id: int) -> torch.Tensor
         return forward_logprobs(model, batch, trim=False)[0]
 
 
-def find_trajectories(paths: Iterable[str | Path]) -> list[_Trajectory]:
-    """Every trajectory.json at or below `paths`, with its role."""
-    import json
+def find_trajectories(paths: Iterable[str | Path]) -> list[Any]:
+    """Every trajectory.json at or below `paths`, with its role (a file that is not a trajectory is left out); a
+    rollout file (`*.jsonl`) gives its lines."""
+    from ssrkit.rollout_file import is_rollout_file, read_rollouts
 
-    found = []
+    found: list[Any] = []
     for raw in paths:
         path = Path(raw)
+        if is_rollout_file(path):
+            found.extend(read_rollouts(path))
+            continue
         for t in sorted([path] if path.is_file() else path.rglob(TRAJECTORY)):
-            try:
-                role = json.loads(t.read_text()).get("role", "solver")
-            except (OSError, ValueError):
-                continue
-            found.append(_Trajectory(t, role))
+            role = trajectories.role(t)
+            if role is not None:
+                found.append(_Trajectory(t, role))
     return found
 
 
@@ -102,16 +123,20 @@ def logprob_agreement(
             for reason, tokens in stats.logprobs_dropped.items():
                 agg.dropped[reason] = agg.dropped.get(reason, 0) + tokens
         for example in examples:
-            logp = _trainer_logprobs(model, example, pad_id)
             mask = torch.tensor(example.loss_mask[1:], dtype=torch.bool)
             sampler = torch.tensor(example.sampler_logprobs[1:], dtype=torch.float32)
             known = mask & ~torch.isnan(sampler)
-            diff = (logp[known] - sampler[known]).abs()
+            for key in (rollout.role, "all"):
+                out[key].temperatures.add(example.temperature)
+            if not bool(known.any()):
+                continue  # nothing to compare: no forward pass
+            logp = _trainer_logprobs(model, example, pad_id)
+            delta = (logp[known] - sampler[known]).double()
             for key in (rollout.role, "all"):
                 agg = out[key]
-                agg.temperatures.add(example.temperature)
-                if diff.numel():
-                    agg.tokens += int(diff.numel())
-                    agg.sum_abs += float(diff.sum())
-                    agg.max_abs = max(agg.max_abs, float(diff.max()))
+                if delta.numel():
+                    agg.tokens += int(delta.numel())
+                    agg.sum_abs += float(delta.abs().sum())
+                    agg.max_abs = max(agg.max_abs, float(delta.abs().max()))
+                    agg.sum_kl += float((torch.expm1(delta) - delta).sum())
     return dict(out)

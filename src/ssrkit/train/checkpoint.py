@@ -13,27 +13,29 @@ OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ssrkit.hf_checkpoint import adapter_base, declared_dtype
+from ssrkit.store.fsutil import atomic_write_json
+from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
+from ssrkit.store.hf_checkpoint import TRAIN_CONFIG, TRAINER_STATE, adapter_base, declared_dtype
 
 BASELINES_FILE = "baselines.json"
-TRAINER_STATE_FILE = "trainer_state.json"
+TRAINER_STATE_FILE = TRAINER_STATE
+CONFIG_FILE = TRAIN_CONFIG
+METRICS_FILE = "metrics.jsonl"
+DATA_SUMMARY_FILE = "data_summary.json"
 STATE_DIR = "state"
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Atomic JSON write (temporary sibling, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Atomic JSON write, keys sorted (`store.fsutil`)."""
+    atomic_write_json(path, data, sort_keys=True)
 
 
 def read_json(path: Path) -> Any:
@@ -77,10 +79,10 @@ def save_hf_checkpoint(accelerator: Any, model: Any, tokenizer: Any, out: Path, 
         tokenizer.save_pretrained(out)
     if accelerator.is_main_process and not hasattr(unwrapped, "peft_config"):
         # save_pretrained records the dtype of the in-memory (training) weights; record the saved one
-        config = read_json(out / "config.json") or {}
+        config = read_json(out / HF_CONFIG) or {}
         name = str(dtype).replace("torch.", "")
         config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = name
-        write_json(out / "config.json", config)
+        write_json(out / HF_CONFIG, config)
     accelerator.wait_for_everyone()
 
 

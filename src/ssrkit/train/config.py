@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ssrkit.store.fsutil import atomic_write_text
+from ssrkit.store.trajectory import DROP_STATUSES, LIMIT_STATUSES
 from ssrkit.train.errors import TrainError
 
 if TYPE_CHECKING:
-    from ssrkit.config import Config
+    from ssrkit.store.config import Config
 
 ROLES = ("solver", "injector")
-LIMIT_STATUSES = ["max_turns", "context_limit", "timeout", "error", "running"]
 
 
 @dataclass
@@ -25,7 +26,7 @@ class TrainConfig:
     model: str = ""  # Hugging Face checkpoint directory (or any id from_pretrained accepts offline)
     out: str = ""  # output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)
     resume: bool = False  # continue from out/state/ after a stop
-    roles: list[str] = field(default_factory=lambda: list(ROLES))  # roles to train on: solver, injector
+    roles: list[str] = field(default_factory=list)  # roles to train on (solver, injector, a rollout file's task names); empty: all
 
     # training rows: what a rollout becomes
     max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
@@ -37,7 +38,7 @@ class TrainConfig:
     singleton: str = "baseline"  # a group of one: "baseline" (per-role moving baseline) or "drop"
     baseline_momentum: float = 0.9  # EMA weight of the old per-role baseline across rounds
     mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # exit statuses whose tokens get no loss
-    drop_statuses: list[str] = field(default_factory=lambda: ["error", "running"])  # exit statuses left out of group means too
+    drop_statuses: list[str] = field(default_factory=lambda: list(DROP_STATUSES))  # exit statuses left out of group means too
 
     # loss
     epsilon_low: float = 0.2  # lower clip range of the PPO ratio
@@ -174,8 +175,8 @@ def _coerce(name: str, value: Any, default: Any) -> Any:
 
 def resolve_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Defaults, then `[train]` of `config_file` (or $SSRKIT_CONFIG, or ./ssrkit.toml when it exists: the one
-    configuration every command reads, `ssrkit.config`), then `overrides` (flags; None = not given)."""
-    from ssrkit.config import load_config
+    configuration every command reads, `ssrkit.store.config`), then `overrides` (flags; None = not given)."""
+    from ssrkit.store.config import load_config
     from ssrkit.errors import SsrkitError
 
     try:
@@ -215,9 +216,8 @@ def validate_config(cfg: TrainConfig) -> None:
     for name, choices in _CHOICES.items():
         if getattr(cfg, name) not in choices:
             raise TrainError(f"{name} must be one of {', '.join(choices)}; got {getattr(cfg, name)!r}")
-    bad_roles = [r for r in cfg.roles if r not in ROLES]
-    if bad_roles or not cfg.roles:
-        raise TrainError(f"roles must be a non-empty subset of {', '.join(ROLES)}; got {cfg.roles}")
+    if any(not r.strip() for r in cfg.roles):
+        raise TrainError(f"roles must be role or task names (e.g. {', '.join(ROLES)}); got {cfg.roles}")
     positive = ("max_length", "micro_batch_size", "grad_accum", "epochs", "log_every", "lora_rank")
     for name in positive:
         if getattr(cfg, name) < 1:
@@ -243,7 +243,4 @@ def config_to_toml(cfg: TrainConfig, section: str = "train") -> str:
 
 def write_config(cfg: TrainConfig, path: Path) -> None:
     """Write the resolved configuration (atomically) so the run can be replayed with `--config`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(config_to_toml(cfg))
-    tmp.replace(path)
+    atomic_write_text(Path(path), config_to_toml(cfg))

@@ -18,13 +18,13 @@ they are dropped (NaN) with the reason, and the loop takes the old policy from t
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
+
+from ssrkit.store.trajectory import TrajectoryError
 
 log = logging.getLogger("ssrkit.train")
 NAN = float("nan")
@@ -217,15 +217,16 @@ def sampler_logprobs_reason(trajectory: dict[str, Any]) -> str | None:
 def build_examples(
     items: Sequence[tuple[Any, float]], tokenizer: Any, max_length: int, stats: ExampleStats | None = None
 ) -> tuple[list[Example], ExampleStats]:
-    """`items` = (rollout, advantage) pairs, rollout having `.trajectory` (path), `.role`. Returns the rows."""
+    """`items` = (rollout, advantage) pairs, rollout having `.load()` (its trajectory), `.name`, `.role`. Returns
+    the rows."""
     stats = stats or ExampleStats()
     examples: list[Example] = []
     for rollout, advantage in items:
-        path = Path(rollout.trajectory)
-        trajectory = json.loads(path.read_text())
+        path = rollout.name
         try:
+            trajectory = rollout.load()  # a file changed since the scan counted it is skipped, not fatal
             rows, how = trajectory_rows(trajectory, tokenizer)
-        except ValueError as exc:
+        except (TrajectoryError, ValueError) as exc:
             log.warning("skipping %s: %s", path, exc)
             continue
         log.debug("%s: %s token ids, %d row(s)", path, how, len(rows))
@@ -257,7 +258,7 @@ def build_examples(
                     row.sampler_logprobs,
                     float(advantage),
                     rollout.role,
-                    str(path),
+                    path,
                     index,
                     how,
                     temperature,

@@ -178,7 +178,9 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
     scan = read_rollouts(artifacts, cfg.roles)
     if not scan.rollouts:
         reasons = "; ".join(f"{n} {why}" for why, n in scan.skipped.items()) or "no trajectory.json found"
-        raise NothingToTrain(f"no trajectories with rewards in {scan.artifacts} artifact(s) ({reasons})")
+        where = " and ".join(f"{n} {what}" for n, what in ((scan.artifacts, "artifact(s)"),
+                                                          (scan.files, "rollout file(s)")) if n)
+        raise NothingToTrain(f"no trajectories with rewards in {where} ({reasons})")
     options = AdvantageOptions(
         std_scaling=cfg.std_scaling,
         leave_one_out=cfg.leave_one_out,
@@ -231,6 +233,7 @@ def load_examples(cfg: TrainConfig, artifacts: Sequence[Path], tokenizer: Any, b
         )
     summary = {
         "artifacts": scan.artifacts,
+        "rollout_files": scan.files,
         "skipped": dict(scan.skipped),
         "roles": roles,
         "examples": stats.as_dict(),
@@ -371,7 +374,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     accelerator.wait_for_everyone()  # every process has read the state before anyone writes to out/
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-        write_config(cfg, out / "train_config.toml")
+        write_config(cfg, out / ckpt.CONFIG_FILE)
     set_seed(cfg.seed)
 
     # -- 2. data: rollouts -> advantages -> rows ---------------------------------------------------------------
@@ -383,7 +386,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
     baselines_before = prior["baselines_before"] if resuming else ckpt.read_baselines(cfg.model)
     examples, baselines_after, data_summary = load_examples(cfg, artifacts, tokenizer, baselines_before)
     if accelerator.is_main_process:
-        ckpt.write_json(out / "data_summary.json", data_summary)
+        ckpt.write_json(out / ckpt.DATA_SUMMARY_FILE, data_summary)
 
     # -- 3. model, reference, optimizer ------------------------------------------------------------------------
     model, ref_model, optimizer, trim = load_models(cfg, accelerator, on_gpu)
@@ -434,7 +437,7 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
             "mixed_precision": str(accelerator.mixed_precision),
         }
 
-    metrics = MetricsWriter(out / "metrics.jsonl", enabled=accelerator.is_main_process)
+    metrics = MetricsWriter(out / ckpt.METRICS_FILE, enabled=accelerator.is_main_process)
     total = {"tokens": 0.0, "seconds": 0.0}
 
     # -- 5. optimizer steps ------------------------------------------------------------------------------------

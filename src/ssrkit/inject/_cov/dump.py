@@ -4,7 +4,8 @@ usage: python dump.py ROOT COVDIR OUTFILE
 Writes {"contexts": [test ids], "files": {relpath: {context index: [lines]}},
         "outcomes": {test id: status}, "test_files": {test id: relpath}, "doctests": [test ids],
         "broken": {relpath: message}, "tracer": "...", "durations": {test id: seconds},
-        "cut": [test ids interrupted at the per-test limit]}.
+        "cut": [test ids interrupted at the per-test limit],
+        "files_cut": [relpaths of test files whose remaining tests were skipped at the per-file limit]}.
 """
 
 import glob
@@ -27,6 +28,7 @@ def main():
     if coverage is None:
         sys.exit("coverage is not importable (neither the environment's nor ssrkit's copy)")
     outcomes, test_files, doctests, broken, tracers, durations, cut = {}, {}, set(), {}, set(), {}, set()
+    files_cut = set()
     rank = {"skipped": 0, "passed": 1, "failed": 2, "error": 3}
     for name in sorted(glob.glob(os.path.join(covdir, "outcomes-*.json"))):
         with open(name) as fh:
@@ -40,6 +42,7 @@ def main():
                 test_files[test_id] = r
         doctests.update(part.get("doctests", ()))
         cut.update(part.get("cut", ()))
+        files_cut.update(r for r in (rel(p, root) for p in part.get("files_cut", ())) if r)
         for path, message in part.get("broken", {}).items():
             r = rel(path, root)
             if r:
@@ -69,7 +72,7 @@ def main():
     with open(outfile + ".tmp", "w") as fh:
         json.dump({"contexts": contexts, "files": files, "outcomes": outcomes, "test_files": test_files,
                    "doctests": sorted(doctests), "broken": broken, "tracer": ", ".join(sorted(tracers)),
-                   "durations": durations, "cut": sorted(cut)}, fh)
+                   "durations": durations, "cut": sorted(cut), "files_cut": sorted(files_cut)}, fh)
     os.replace(outfile + ".tmp", outfile)
 
 

@@ -8,7 +8,10 @@ with the tracer that measured them, pytest's doctest items and the files that er
 they and the coverage data are also flushed every FLUSH_SECONDS between tests, so a suite cut at its
 timeout still leaves a map of the tests that ran. With SSRKIT_COV_TEST_LIMIT set, a test running longer
 than that many seconds is interrupted (SIGALRM, when the process does not use it itself), recorded as
-failed and listed as cut: one slow test does not eat the whole suite's time.
+failed and listed as cut: one slow test does not eat the whole suite's time. With SSRKIT_COV_FILE_LIMIT
+set, a test file whose passing tests have taken longer than that many seconds has its remaining tests
+skipped and is listed in `files_cut`: such a file is never selected (one run of it would outlast the
+test budget), so measuring the rest of it would only delay the map.
 
 When the Python running the tests has no `coverage` of its own, the copy in SSRKIT_COV_VENDOR (ssrkit's,
 pure Python plus its C tracer when the ABI matches) is appended to sys.path: it never shadows the
@@ -45,6 +48,9 @@ _current = [None, 0.0]  # test id, start time
 _last_flush = [time.monotonic()]
 _cut = set()
 TEST_LIMIT = _seconds("SSRKIT_COV_TEST_LIMIT", 0.0)
+FILE_LIMIT = _seconds("SSRKIT_COV_FILE_LIMIT", 0.0)
+_file_seconds = {}  # test file -> seconds its passing tests took so far
+_files_cut = set()
 
 
 class TestTooSlow(BaseException):
@@ -147,6 +153,25 @@ def end():
             _flush()
 
 
+def over_budget(path):
+    """True when the passing tests of test file `path` have taken longer than FILE_LIMIT (its next tests are
+    to be skipped; the file is listed as cut)."""
+    if FILE_LIMIT <= 0 or not path:
+        return False
+    path = os.path.abspath(str(path))
+    if _file_seconds.get(path, 0.0) <= FILE_LIMIT:
+        return False
+    _files_cut.add(path)
+    return True
+
+
+def _account(test_id):
+    """Add a passing test's duration to its file's (for FILE_LIMIT)."""
+    path = _files.get(test_id)
+    if FILE_LIMIT > 0 and path and _outcomes.get(test_id) == "passed":
+        _file_seconds[path] = _file_seconds.get(path, 0.0) + _durations.get(test_id, 0.0)
+
+
 def _flush():
     """Save what is known so far (the run may be cut at its timeout, without atexit)."""
     try:
@@ -170,7 +195,8 @@ def _save():
     path = os.path.join(out, "outcomes-%d.json" % os.getpid())
     with open(path + ".tmp", "w") as fh:
         json.dump({"outcomes": _outcomes, "files": _files, "doctests": sorted(_doctests), "broken": _broken,
-                   "tracer": _tracer, "durations": _durations, "cut": sorted(_cut)}, fh)
+                   "tracer": _tracer, "durations": _durations, "cut": sorted(_cut),
+                   "files_cut": sorted(_files_cut)}, fh)
     os.replace(path + ".tmp", path)
 
 
@@ -188,7 +214,15 @@ def _patch_unittest():
         module = sys.modules.get(type(self).__module__)
         if type(self).__name__ in ("DocTestCase", "DocFileCase"):
             doctest(test_id)
-        begin(test_id, getattr(module, "__file__", None))
+        path = getattr(module, "__file__", None)
+        if over_budget(path):
+            _files[test_id] = os.path.abspath(str(path))
+            outcome(test_id, "skipped")
+            result.startTest(self)
+            result.addSkip(self, "ssrkit: its file's tests took longer than %gs under coverage" % FILE_LIMIT)
+            result.stopTest(self)
+            return result
+        begin(test_id, path)
         try:
             return original(self, result)
         finally:
@@ -202,5 +236,6 @@ def _patch_unittest():
                 outcome(test_id, "skipped")
             else:
                 outcome(test_id, "passed")
+            _account(test_id)
 
     unittest.case.TestCase.run = run

@@ -35,6 +35,14 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         ssrkit_cov.end()
+        ssrkit_cov._account(item.nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A test file whose passing tests took longer than SSRKIT_COV_FILE_LIMIT: skip the rest of it."""
+    if ssrkit_cov.over_budget(getattr(item, "path", None) or getattr(item, "fspath", None)):
+        pytest.skip("ssrkit: its file's tests took longer than %gs under coverage" % ssrkit_cov.FILE_LIMIT)
 
 
 def pytest_runtest_logreport(report):

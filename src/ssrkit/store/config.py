@@ -1,0 +1,194 @@
+"""One resolved configuration: the settings classes' defaults < `ssrkit.toml` < command-line flags (SPEC §11).
+
+The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`).
+A repository may carry its own `ssrkit.toml` (a per-repository profile); the user's file wins over it. The
+resolved configuration is written next to outputs so any run can be replayed.
+
+Repositories come from the internet, so a profile may say only how the repository's tests run (`REPO_PROFILE`):
+the runner and its arguments, the setup command, the test budget, environment variables that name nothing of
+the host outside the repository, and more test patterns or protected files (added to ssrkit's, never
+replacing them). Grading protections (`[solve] canary`, `guard_shadows`), the sandbox's limits, backend and
+view of the host, the model endpoints and keys, where units run (`[run]`), validity thresholds, training and
+rewards change only by the user's own file (`--config`, `$SSRKIT_CONFIG`, `./ssrkit.toml` outside the
+repository) or a flag. Whatever else a profile sets is ignored, and ssrkit says so in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from ..errors import SsrkitError
+from ..verdict.patterns import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS
+from .fsutil import atomic_write_text
+
+
+#: The sections of ssrkit.toml and who reads each. A section holds no defaults here: each setting's default is
+#: the field of the settings class that reads it (`X.from_config(cfg, **flags)`), so it is written once.
+SECTIONS = {
+    "validate": "validate.Settings (and the test budget of grade.GradeSettings)",
+    "sandbox": "sandbox.SandboxOptions, sandbox.backend_from_config",
+    "inject": "inject.procedural / inject.llm",
+    "solve": "solve.SolveOptions, grade.GradeSettings (protected, canary, guard_shadows)",
+    "reward": "attempts.reward_alpha",
+    "train": "train.config.TrainConfig",
+    "agent": "agents.loop.AgentConfig, the sampling of agents.endpoints.client_from_config",
+    "run": "executor.executor_from_config",
+}
+
+CONFIG_NAME = "ssrkit.toml"
+
+#: What a repository's own ssrkit.toml may set: how its tests run, by section. Nothing here can weaken grading
+#: or show the sandbox more of the host; everything else in a profile is ignored (with a note).
+REPO_PROFILE = {
+    "inject": ("runner", "python", "test_command", "args", "discover", "exclude_tests", "coverage_timeout",
+               "screen_timeout"),
+    "validate": ("timeout", "test_patterns"),
+    "sandbox": ("setup", "env"),
+    "solve": ("protected",),
+}
+#: Lists a profile extends rather than replaces: it may add test patterns and protected files, never drop one
+REPO_ADDITIVE = {("validate", "test_patterns"): DEFAULT_TEST_PATTERNS, ("solve", "protected"): DEFAULT_PROTECTED}
+
+
+class Config:
+    """Sections of settings; `cfg.get("validate", "timeout")`, `cfg.section("sandbox")`. `ignored`: what the
+    repository's profile asked for and was not given (`[section] key` each)."""
+
+    def __init__(self, data: dict[str, dict[str, Any]], sources: list[str] | None = None,
+                 ignored: list[str] | None = None):
+        self.data = data
+        self.sources = sources or []
+        self.ignored = ignored or []
+
+    def section(self, name: str) -> dict[str, Any]:
+        return self.data.setdefault(name, {})
+
+    def get(self, section: str, key: str, default: Any = None) -> Any:
+        return self.data.get(section, {}).get(key, default)
+
+    def override(self, section: str, **values: Any) -> "Config":
+        """Apply command-line flags; a flag left at None keeps the file's value."""
+        sec = self.section(section)
+        for k, v in values.items():
+            if v is not None:
+                sec[k] = v
+        return self
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(_drop_none(self.data))
+
+    def write(self, path: Path) -> None:
+        atomic_write_text(path, self.to_toml())
+
+
+def _drop_none(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [_drop_none(v) for v in obj if v is not None]
+    return obj
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    for k, v in new.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SsrkitError(f"config file {path} does not exist")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise SsrkitError(f"{path}: not valid TOML: {e}")
+
+
+def _read_sections(path: Path) -> dict[str, Any]:
+    loaded = read_toml(path)
+    unknown = [k for k, v in loaded.items() if isinstance(v, dict) and k not in SECTIONS]
+    if unknown:
+        raise SsrkitError(f"{path}: unknown section(s) {', '.join('[' + u + ']' for u in unknown)}; "
+                          f"known: {', '.join('[' + s + ']' for s in SECTIONS)}")
+    return loaded
+
+
+def _inside(value: str, repo: Path) -> bool:
+    """Whether every path in an environment value (`:`-separated) stays inside the repository: relative
+    without `..`, or absolute under it. Anything else could show the sandbox a directory of the host."""
+    root = os.path.realpath(repo)
+    for part in str(value).split(os.pathsep):
+        if part.startswith("~") or ".." in Path(part).parts:
+            return False
+        if os.path.isabs(part) and os.path.commonpath([os.path.realpath(part), root]) != root:
+            return False
+    return True
+
+
+def repo_profile(data: dict[str, Any], repo: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(what a repository's profile may set of `data`, per `REPO_PROFILE`; what it asked for and is ignored)."""
+    kept: dict[str, dict[str, Any]] = {}
+    ignored: list[str] = []
+    for section, values in data.items():
+        if not isinstance(values, dict):
+            ignored.append(section)
+            continue
+        allowed = REPO_PROFILE.get(section, ())
+        for key, value in values.items():
+            if key not in allowed:
+                ignored.append(f"[{section}] {key}")
+            elif (section, key) == ("sandbox", "env") and isinstance(value, dict):
+                env = {k: v for k, v in value.items() if _inside(str(v), repo)}
+                ignored += [f"[sandbox] env {k}" for k in value if k not in env]
+                kept.setdefault(section, {})[key] = env
+            elif (section, key) in REPO_ADDITIVE and isinstance(value, list):
+                base = REPO_ADDITIVE[(section, key)]
+                kept.setdefault(section, {})[key] = [*base, *(v for v in value if v not in base)]
+            else:
+                kept.setdefault(section, {})[key] = value
+    return kept, ignored
+
+
+def _user_file(path: Path | None, repo_file: Path | None) -> Path | None:
+    """The user's own file: `path`, else $SSRKIT_CONFIG, else ./ssrkit.toml — unless that is the repository's
+    own profile (ssrkit run from inside the repository), which is never the user's."""
+    if path is not None:
+        return Path(path)
+    if os.environ.get("SSRKIT_CONFIG"):
+        return Path(os.environ["SSRKIT_CONFIG"])
+    here = Path(CONFIG_NAME)
+    if here.is_file() and not (repo_file is not None and here.resolve() == repo_file.resolve()):
+        return here
+    return None
+
+
+def load_config(path: Path | None = None, repo: Path | None = None) -> Config:
+    """The repository's profile (only what `REPO_PROFILE` lets it set: the rest is ignored, with a warning
+    naming it), then the user's file: `path`, or $SSRKIT_CONFIG, or ./ssrkit.toml; defaults are the settings
+    classes' own."""
+    data: dict[str, dict[str, Any]] = {}
+    sources = ["defaults"]
+    ignored: list[str] = []
+    repo_file = Path(repo) / CONFIG_NAME if repo is not None and (Path(repo) / CONFIG_NAME).is_file() else None
+    if repo_file is not None:
+        kept, ignored = repo_profile(_read_sections(repo_file), Path(repo))  # type: ignore[arg-type]
+        _merge(data, kept)
+        sources.append(str(repo_file))
+        if ignored:
+            logging.getLogger("ssrkit").warning(
+                "ssrkit: %s: ignored %s (a repository's profile says only how its tests run; grading protections "
+                "and the sandbox's view of the host change only by your own ssrkit.toml, --config, or a flag)",
+                repo_file, ", ".join(ignored))
+    user = _user_file(path, repo_file)
+    if user is not None:
+        _merge(data, _read_sections(user))
+        sources.append(str(user))
+    return Config(data, sources, ignored)
