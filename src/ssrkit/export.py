@@ -65,6 +65,8 @@ BUNDLE = "repo.bundle"
 BRANCH = "main"
 #: the markers SWE-bench's grading reads the test output between
 START_MARKER, END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"
+#: where eval.sh's grader keeps its state unless SSRKIT_GRADE_STATE names another place (tests running
+#: exported graders side by side on one host give each its own)
 GRADER_STATE = "/tmp/ssrkit-grade"
 #: set by the task image (`dockerfile`): the grader may kill every process but its own lineage there, which
 #: it never does elsewhere (an agent cannot change the environment of the verifier's command)
@@ -291,12 +293,12 @@ def eval_script(task: Task) -> str:
         *_b64_heredoc("/tmp/ssrkit-eval/grade.py", grader_script(task.grading).encode("utf-8"),
                       "EOF_SSRKIT_GRADER"),
         *_b64_heredoc(f"/tmp/ssrkit-eval/{VERDICT_ZIP}", verdict_zip(), "EOF_SSRKIT_VERDICT"),
-        f"export SSRKIT_GRADE_STATE={GRADER_STATE}",
+        f'export SSRKIT_GRADE_STATE="${{SSRKIT_GRADE_STATE:-{GRADER_STATE}}}"',
         f": '{START_MARKER}'",
         "python3 -I -S /tmp/ssrkit-eval/grade.py swebench",
         f": '{END_MARKER}'",
         "# the test script's own log, indented so that no line of it is read as a result",
-        f"sed 's/^/| /' {GRADER_STATE}/test.log 2>/dev/null || true",
+        """sed 's/^/| /' "$SSRKIT_GRADE_STATE/test.log" 2>/dev/null || true""",
     ]
     return "\n".join(lines) + "\n"
 

@@ -24,7 +24,6 @@ import pytest
 
 from fixtures.git import git
 from fixtures.paths import EXAMPLES
-from fixtures.repos import materialize_examples
 from fixtures.solving import ScriptedSolver, make_engine, validate
 from ssrkit import export as core
 from ssrkit.artifact import Artifact
@@ -40,13 +39,16 @@ SPACED = "textkit/valid-two-files-acronym-and-default-filter"
 HARBOR = [SPACED, "ledger/valid-journal-as-of-boundary"]
 #: the artifacts' test scripts call `python`, which must have pytest
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+#: under xdist (`make test`), one worker runs them all: the task images have fixed names (one per instance), and
+#: eval.sh on the host writes its scripts to the fixed /tmp/ssrkit-eval
+pytestmark = pytest.mark.xdist_group("docker-task")
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, example_repos):
     """(tasks by artifact name, the SWE-bench task repository, the Harbor tasks directory)."""
     tmp = tmp_path_factory.mktemp("export")
-    repos = materialize_examples(tmp / "repos")
+    repos = example_repos
     tasks = {}
     for name in NAMES:
         art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp / "arts" / name.replace("/", "-")))
@@ -93,6 +95,12 @@ def test_check_task_repo_finds_no_problem(exported):
         assert inst["base_commit"] == task.base_commit and inst["repo"].startswith("ssrkit/")
 
 
+def grade_state(work: Path) -> Path:
+    """The grader's state directory of one run on the host: its own, never the task's default /tmp/ssrkit-grade,
+    which another test run on this machine may be grading in."""
+    return work.parent / f"{work.name}-grade-state"
+
+
 def run_swebench(task_dir: Path, patch: str, work: Path, env: dict[str, str] | None = None) -> dict:
     """The harness's steps on a work tree: model patch applied, its eval script run, the log graded."""
     repo_mod = pytest.importorskip("swebench.task.repo")
@@ -106,7 +114,8 @@ def run_swebench(task_dir: Path, patch: str, work: Path, env: dict[str, str] | N
     script.write_text(spec.eval_script)
     # one stream, as the harness's exec_run gives it: the markers are `set -x` traces on stderr
     proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env={**ENV, "SSRKIT_WORKDIR": str(work), **(env or {})}, timeout=300)
+                          env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_GRADE_STATE": str(grade_state(work)),
+                               **(env or {})}, timeout=300)
     log = work.parent / f"{work.name}-test_output.txt"
     log.write_text(proc.stdout)
     pred = {"instance_id": inst["instance_id"], "model_patch": patch, "model_name_or_path": "ssrkit"}
@@ -122,6 +131,7 @@ def test_swebench_grades_oracle_resolved_and_null_unresolved(exported, name, tmp
     task_dir = task_repo / "tasks" / task.instance_id
     oracle = run_swebench(task_dir, (task_dir / "gold.patch").read_text(), tmp_path / "oracle")
     assert oracle["resolved"], oracle["log"][-3000:]
+    assert (grade_state(tmp_path / "oracle") / "test.log").is_file()  # eval.sh honours SSRKIT_GRADE_STATE
     status = oracle["tests_status"]
     assert len(status["FAIL_TO_PASS"]["success"]) == len(task.fail_to_pass)
     assert len(status["PASS_TO_PASS"]["success"]) == len(task.pass_to_pass)
@@ -168,7 +178,7 @@ def harbor_reward(task_dir: Path, fix: str, work: Path, *, env: dict[str, str] |
     logs = work.parent / f"{work.name}-logs"
     subprocess.run([*(wrap or []), "bash", str(task_dir / "tests" / "test.sh")], capture_output=True, text=True,
                    timeout=timeout, env={**ENV, "SSRKIT_WORKDIR": str(work), "SSRKIT_VERIFIER_LOGS": str(logs),
-                                     **(env or {})})
+                                     "SSRKIT_GRADE_STATE": str(grade_state(work)), **(env or {})})
     reward = float((logs / "reward.txt").read_text())
     assert json.loads((logs / "reward.json").read_text()) == {"reward": reward}  # Harbor reads this one first
     return reward, json.loads((logs / "ssrkit_eval.json").read_text())
