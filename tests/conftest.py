@@ -122,6 +122,15 @@ def serve():
         s.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (`--dist loadgroup`)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test on `ray_cluster` runs on one xdist worker: one Ray cluster on this machine at a time (a test that
+    starts Ray otherwise is marked `xdist_group("ray")` in its module)."""
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+
+
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory):
     """Three Ray nodes on this machine (fixtures.raycluster), for the tests of one module."""

@@ -37,6 +37,7 @@ def commands() -> dict:
     return out
 
 
+@pytest.mark.fast
 def test_a_short_flag_means_the_same_option_in_every_command():
     meaning: dict[str, set[str]] = {}
     where: dict[str, list[str]] = {}
@@ -53,6 +54,7 @@ def test_a_short_flag_means_the_same_option_in_every_command():
     assert meaning["-n"] == {"--n"} and meaning["-s"] == {"--strategy"} and meaning["-c"] == {"--config"}
 
 
+@pytest.mark.fast
 def test_every_command_about_a_repository_takes_repo():
     cmds = commands()
     for name in REPO_COMMANDS:
@@ -60,6 +62,7 @@ def test_every_command_about_a_repository_takes_repo():
         assert "--repo" in opts, f"ssrkit {name} has no --repo"
 
 
+@pytest.mark.fast
 def test_inject_takes_the_repository_as_repo_too(tmp_path):
     runner = CliRunner()
     res = runner.invoke(app, ["inject", "--repo", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")])
@@ -68,6 +71,7 @@ def test_inject_takes_the_repository_as_repo_too(tmp_path):
     assert "two repositories given" in str(res.exception)
 
 
+@pytest.mark.fast
 def test_no_help_text_loses_a_bracket_to_rich_markup():
     """`[default: ...]` unescaped is a Rich tag: `image build --tag` showed "Image name ."."""
     for name, cmd in commands().items():
@@ -76,6 +80,7 @@ def test_no_help_text_loses_a_bracket_to_rich_markup():
             assert Text.from_markup(text).plain == text.replace("\\[", "["), f"{name} {p.opts}: {text!r}"
 
 
+@pytest.mark.fast
 def test_no_help_panel_is_named_examples():
     """`train --help` had a panel titled "Examples" holding --max-length."""
     for name, cmd in commands().items():
@@ -83,6 +88,7 @@ def test_no_help_panel_is_named_examples():
         assert "Examples" not in panels, name
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("width", [60, 200])
 def test_help_epilogues_keep_each_example_command_on_one_line(width):
     runner = CliRunner()

@@ -6,6 +6,8 @@ from ssrkit.config import load_config
 from ssrkit.errors import SsrkitError
 from ssrkit.validate import Settings
 
+pytestmark = pytest.mark.fast
+
 
 def test_layers(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

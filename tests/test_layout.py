@@ -13,6 +13,8 @@ import pytest
 
 from ssrkit.store import artifact
 
+pytestmark = pytest.mark.fast
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "ssrkit"
 #: copied verbatim into exported tasks or sandboxes, where ssrkit cannot be imported
 STANDALONE = ("templates", "_cov")
@@ -372,6 +374,35 @@ def test_helpers_come_from_fixtures_and_nobody_edits_sys_path():
     bad = [f"{rel}:{node.lineno}" for rel, tree in _test_sources().items() for node in ast.walk(tree)
            if _imports_a_test_module(node) or _edits_sys_path(node)]
     assert bad == []
+
+
+#: what a file of the fast tier never imports: a sandbox, a process, Docker, Ray
+HEAVY = ("subprocess", "docker", "ray", "ssrkit.sandbox")
+
+
+def _is_fast_file(tree: ast.Module) -> bool:
+    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in n.targets)
+               and "mark.fast" in ast.unparse(n.value) for n in tree.body)
+
+
+def _heavy_imports(tree: ast.Module) -> list[str]:
+    names = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            names += [(a.name, n.lineno) for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0:
+            names += [(f"{n.module}.{a.name}", n.lineno) for a in n.names]
+    return [f"{line}: {name}" for name, line in names if any(name == h or name.startswith(h + ".") for h in HEAVY)]
+
+
+def test_fast_files_import_nothing_heavy_and_every_verdict_test_is_fast():
+    """`make test-fast` runs the tests marked `fast` in seconds, on the light virtualenv: a file marked so as a whole
+    (`pytestmark`) imports no sandbox, subprocess, Docker or Ray; and verdict/, standard library only, is all fast."""
+    sources = _test_sources()
+    fast = {rel for rel, tree in sources.items() if _is_fast_file(tree)}
+    heavy = [f"{rel}:{where}" for rel in sorted(fast) for where in _heavy_imports(sources[rel])]
+    unmarked = [rel for rel in sources if rel.startswith("verdict/test_") and rel not in fast]
+    assert heavy == [] and unmarked == []
 
 
 VERDICT = "ssrkit.verdict"

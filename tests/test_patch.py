@@ -8,6 +8,8 @@ from fixtures.git import git
 from ssrkit import patch
 from ssrkit.errors import PatchError
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def repo(tmp_path):

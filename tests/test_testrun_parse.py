@@ -4,6 +4,8 @@ import pytest
 
 from ssrkit.testrun import ParseError, parse_statuses
 
+pytestmark = pytest.mark.fast
+
 
 def test_statuses_normalized():
     assert parse_statuses('{"a": "PASSED", "b": " failed", "c": "skipped", "d": "error"}') == {

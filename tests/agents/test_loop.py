@@ -12,6 +12,8 @@ from ssrkit.agents import Agent, AgentConfig, FormatError, ModelClient, ModelErr
 from ssrkit.agents.tools import ToolError, apply_blocks, truncate
 from ssrkit.errors import SsrkitError
 
+pytestmark = pytest.mark.fast
+
 
 def run(server, sandbox, tmp_path, config=None, *, want_token_ids=False, task="Do the task.", **kw):
     client = ModelClient(server.base_url, "scripted-model", want_token_ids=want_token_ids, backoff_s=0.01,

@@ -23,6 +23,9 @@ from fixtures.repos import copy_artifact
 
 pytest.importorskip("ray")
 
+#: under xdist (`make test`): one Ray cluster on this machine at a time
+pytestmark = pytest.mark.xdist_group("ray")
+
 #: fails its static checks: the unit is cheap, but still runs as a Ray task
 INVALID = "textkit/invalid-files"
 

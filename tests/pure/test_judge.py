@@ -8,6 +8,8 @@ from ssrkit.grade import Expectations, judge
 from ssrkit import testrun
 from ssrkit.testrun import ERROR, FAILED, PASSED, SKIPPED
 
+pytestmark = pytest.mark.fast
+
 EXPECT = Expectations(fail_to_pass=["t::f2p_a", "t::f2p_b"], pass_to_pass=["t::p2p"])
 ALL_PASS = {"t::f2p_a": PASSED, "t::f2p_b": PASSED, "t::p2p": PASSED}
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import tomllib
 
+import pytest
 import tomli_w
 
 from ssrkit.fsutil import json_text
 from ssrkit.units import relabel_bytes
+
+pytestmark = pytest.mark.fast
 
 NODE_ART, DRIVER_ART = "/tmp/ssrkit-unit-x1/art-0001", "/home/ana/runs/r1/art-0001"
 NODE_REPO, DRIVER_REPO = "/root/.cache/ssrkit/repos/4f2a/textkit", "/home/ana/src/textkit"

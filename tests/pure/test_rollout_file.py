@@ -15,6 +15,8 @@ from ssrkit.rollout_file import (
     write_rollouts,
 )
 
+pytestmark = pytest.mark.fast
+
 
 def trajectory(text: str = "hi", *, logprobs: bool = True) -> dict:
     return {

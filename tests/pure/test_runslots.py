@@ -5,7 +5,11 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from ssrkit.runslots import Ahead, RunSlots
+
+pytestmark = pytest.mark.fast
 
 
 def _wait_for(cond, timeout: float = 5.0) -> bool:

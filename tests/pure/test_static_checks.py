@@ -11,6 +11,8 @@ from ssrkit.source import RepoSource
 from ssrkit.validate import FAIL, PASS, Settings, _Context, check_bug_scope, check_diffs_parse, check_files
 from ssrkit.validate import check_test_files_exist, check_weaken_scope
 
+pytestmark = pytest.mark.fast
+
 CODE_DIFF = """--- a/pkg/ops.py
 +++ b/pkg/ops.py
 @@ -1,2 +1,2 @@

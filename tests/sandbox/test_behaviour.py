@@ -97,6 +97,7 @@ def test_background_children_do_not_outlive_the_command(opener, shared_repo):
     assert wait_no_leftovers(sb, t) == []
 
 
+@pytest.mark.xdist_group("timing")  # under xdist: a fork bomb beside no timed test
 def test_fork_bomb_is_contained(opener, shared_repo):
     sb = opener(shared_repo, pids=64)
     t = token().replace(".", "_")

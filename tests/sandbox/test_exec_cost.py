@@ -16,6 +16,9 @@ import pytest
 from ssrkit.errors import PatchError
 from ssrkit.testrun import run_tests
 
+#: under xdist: wall-clock bounds and a fork bomb, never beside another such test
+pytestmark = pytest.mark.xdist_group("timing")
+
 PARSER = """\
 import json, sys
 out = {}
@@ -395,6 +398,7 @@ def test_waiting_sandboxes_outlive_the_thread_that_used_the_sandbox(opener, shar
 _FORKED = """\
 import os, signal, sys
 from ssrkit.sandbox.local import LocalSandbox
+
 sb = LocalSandbox(sys.argv[1], isolation="bwrap")
 print(bool(sb._ahead.launched), sb.run("echo parent", timeout=30).output.strip(), flush=True)
 pid = os.fork()

@@ -153,6 +153,7 @@ def test_output_of_atexit_functions_and_unflushed_prints_is_kept(opener, shared_
     assert ahead.statuses == after.statuses == {"first": "passed"}
 
 
+@pytest.mark.xdist_group("timing")  # under xdist: a wall-clock bound, beside no other
 @LOCAL
 def test_the_parser_budget_counts_from_the_log_not_from_the_start(opener, shared_repo, monkeypatch, parses):
     monkeypatch.setattr(testrun, "PARSER_TIMEOUT", 1.5)
@@ -188,6 +189,7 @@ def test_each_parse_sees_its_own_log_only(opener, shared_repo, parses):
     assert_parsed_ahead(parses)
 
 
+@pytest.mark.xdist_group("timing")  # under xdist: a wall-clock bound, beside no other
 @LOCAL
 def test_a_run_that_never_starts_stops_the_waiting_parser(opener, shared_repo):
     work, clean = opener(shared_repo), opener(shared_repo)

@@ -106,6 +106,7 @@ def test_a_model_round_with_two_models(tmp_path):
         assert "I am improving the test suite" in r["messages"][1]["content"]
 
 
+@pytest.mark.xdist_group("ranks")  # under xdist: beside no other multi-process torch run
 def test_rounds_train_and_serve_the_new_policy(tmp_path):
     """SERVE=yes TRAIN=yes: round 1 serves POLICY, training writes round-001/policy, round 2 serves that."""
     pytest.importorskip("torch")
@@ -146,6 +147,7 @@ def test_rounds_train_and_serve_the_new_policy(tmp_path):
     assert len(served.read_text().splitlines()) == 2
 
 
+@pytest.mark.xdist_group("ranks")  # under xdist: beside no other multi-process torch run
 @pytest.mark.timeout(900)
 def test_lora_rounds_train_adapters_and_hot_swap_them(tmp_path):
     """SERVE=yes SERVE_STRATEGY=lora TRAIN=yes: training writes an adapter, the server hot-swaps it in (no

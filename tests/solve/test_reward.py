@@ -4,6 +4,8 @@ import pytest
 
 from ssrkit.reward import injector_reward, reward_record, solve_rate, solver_reward
 
+pytestmark = pytest.mark.fast
+
 
 def test_solver_reward():
     assert solver_reward(True) == 1.0

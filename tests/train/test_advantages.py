@@ -8,7 +8,7 @@ import pytest
 
 from ssrkit.train.advantages import AdvantageOptions, compute_advantages, group_advantages, summarize
 
-pytestmark = pytest.mark.train
+pytestmark = [pytest.mark.train, pytest.mark.fast]
 
 
 @dataclass

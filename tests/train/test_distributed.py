@@ -20,7 +20,8 @@ from fixtures.paths import ROOT, SRC, pythonpath  # noqa: E402
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
 
-pytestmark = pytest.mark.train
+#: under xdist (`make test`): never two multi-process torch runs at once on 2 cores
+pytestmark = [pytest.mark.train, pytest.mark.xdist_group("ranks")]
 HERE = Path(__file__).parent
 
 

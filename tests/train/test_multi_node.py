@@ -19,7 +19,8 @@ from fixtures.paths import ROOT  # noqa: E402
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
 
-pytestmark = pytest.mark.train
+#: under xdist (`make test`): never two multi-process torch runs at once on 2 cores
+pytestmark = [pytest.mark.train, pytest.mark.xdist_group("ranks")]
 RECIPE = ROOT / "recipes" / "accelerate" / "multi_node.yaml"
 HYPER = dict(lr=100.0, adam_eps=1e4, max_grad_norm=0.0, micro_batch_size=1, max_steps=1, shuffle=False)
 

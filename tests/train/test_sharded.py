@@ -23,7 +23,8 @@ from ssrkit.train.loop import train  # noqa: E402
 from fixtures.net import free_port  # noqa: E402
 from fixtures.paths import ROOT, pythonpath  # noqa: E402
 
-pytestmark = pytest.mark.train
+#: under xdist (`make test`): never two multi-process torch runs at once on 2 cores
+pytestmark = [pytest.mark.train, pytest.mark.xdist_group("ranks")]
 HERE = Path(__file__).parent
 
 BACKENDS = {

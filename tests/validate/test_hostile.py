@@ -40,6 +40,7 @@ def test_script_that_never_ends_times_out(tmp_path, small_calc_repo):
     assert not workspaces()
 
 
+@pytest.mark.xdist_group("timing")  # under xdist: a fork bomb beside no timed test
 def test_fork_bomb_is_contained(tmp_path, small_calc_repo):
     art = make_artifact(tmp_path, small_calc_repo, "bomb() { bomb | bomb & }; bomb; sleep 2; " + PYTEST)
     t0 = time.monotonic()

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 
+import pytest
 from rich.console import Console
 
 from fixtures.small_calc import PARSER, PYTEST, check, make_artifact, validate
 from ssrkit.text import MESSAGE_LIMIT
+
+#: under xdist (`make test`): wall-clock bounds, never beside another such test
+pytestmark = pytest.mark.xdist_group("timing")
 
 
 def test_huge_parser_stderr_is_bounded(tmp_path, small_calc_repo):
@@ -104,13 +109,14 @@ def test_a_parser_that_hangs_costs_one_parser_budget(tmp_path, small_calc_repo):
 def test_a_parser_whose_child_keeps_stdout_open_is_judged_on_what_it_printed(tmp_path, small_calc_repo):
     """It prints its map and exits, leaving a `setsid` child that holds its stdout: the parse ends with the
     parser's own exit (both runs of the determinism check), and the child dies with the command."""
-    parser = PARSER + ("\nimport subprocess\nsubprocess.Popen(['sleep', '1000'], start_new_session=True, "
+    child = ["sleep", f"1000.{os.getpid()}"]  # this test's own: no other test's `sleep 1000` is mistaken for it
+    parser = PARSER + (f"\nimport subprocess\nsubprocess.Popen({child!r}, start_new_session=True, "
                        "stdin=subprocess.DEVNULL)\n")
     art = make_artifact(tmp_path, small_calc_repo, PYTEST, parser=parser)
     report, seconds = _timed(art, small_calc_repo, timeout=20)
     assert report.valid, [c for c in report.checks if c.status == "failed"]
     assert seconds < 60, seconds  # today: the original run waits out 20 + 60 + 30 s, then "did not finish"
-    assert not any("sleep 1000" in line for line in _processes())
+    assert not any(line.split() == child for line in _processes())
 
 
 def _processes() -> list[str]:

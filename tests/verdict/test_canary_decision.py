@@ -10,6 +10,8 @@ from ssrkit.verdict.judge import Expectations
 from ssrkit.verdict.statuses import FAILED, PASSED
 from ssrkit.verdict.statuses import TestRun as Run  # (not a test class)
 
+pytestmark = pytest.mark.fast
+
 F = "tests/test_calc.py"
 NEW, KNOWN = f"{F}::test_clamp_order", f"{F}::test_mean"
 EXPECT = Expectations([f"{F}::test_clamp_high"], [KNOWN, f"{F}::test_add"])

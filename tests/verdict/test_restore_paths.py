@@ -3,7 +3,11 @@ and the exported grader (#27 step 3.2)."""
 
 from __future__ import annotations
 
+import pytest
+
 from ssrkit.verdict.patterns import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, paths_to_restore
+
+pytestmark = pytest.mark.fast
 
 PATTERNS = [*DEFAULT_TEST_PATTERNS, *DEFAULT_PROTECTED]
 
