@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 
-from fixtures.paths import EXAMPLES
-from fixtures.solving import validate
-from ssrkit.artifact import Artifact
+from fixtures.solving import VALID_EXAMPLES, copy_validated
 from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
 
-EXPECTED = json.loads((EXAMPLES / "artifacts" / "expected.json").read_text())
-VALID = sorted(name for name, v in EXPECTED.items() if v["valid"])
+VALID = VALID_EXAMPLES
 
 
 def test_there_are_valid_examples_of_both_runners():
@@ -22,12 +16,11 @@ def test_there_are_valid_examples_of_both_runners():
 
 
 @pytest.mark.parametrize("name", VALID)
-def test_oracle_passes_and_null_fails(name, example_repos, engine, tmp_path):
-    repo_name = name.split("/")[0]
-    art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp_path / name.replace("/", "-")))
-    source = RepoSource.local(example_repos[repo_name])
-    result = validate(art, source)
+def test_oracle_passes_and_null_fails(name, example_repos, validated_examples, engine, tmp_path):
+    validated, result = validated_examples[name]
     assert result["valid"], [c for c in result["checks"] if c["status"] == "failed"]
+    art = copy_validated(validated, tmp_path / name.replace("/", "-"))
+    source = RepoSource.local(example_repos[name.split("/")[0]])
     [oracle] = engine.solve([(art, source)], make_solver("oracle"), attempts=1)
     assert oracle["passed"], oracle["reason"]
     assert oracle["canary"]["status"] == "caught", oracle["canary"]
@@ -36,11 +29,11 @@ def test_oracle_passes_and_null_fails(name, example_repos, engine, tmp_path):
     assert "FAIL_TO_PASS" in null["reason"]
 
 
-def test_repair_baseline_fixes_an_off_by_one(example_repos, engine, tmp_path):
-    name = "textkit/valid-slug-truncate-off-by-one"
-    art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp_path / "slug"))
+def test_repair_baseline_fixes_an_off_by_one(example_repos, validated_examples, engine, tmp_path):
+    validated, result = validated_examples["textkit/valid-slug-truncate-off-by-one"]
+    assert result["valid"]
+    art = copy_validated(validated, tmp_path / "slug")
     source = RepoSource.local(example_repos["textkit"])
-    assert validate(art, source)["valid"]
     [rec] = engine.solve([(art, source)], make_solver("repair", budget_runs=15), attempts=1)
     assert rec["solver"] == "repair" and rec["solver_info"]["found"], rec["solver_info"]
     assert rec["passed"], rec["reason"]

@@ -24,7 +24,7 @@ import pytest
 
 from fixtures.git import git
 from fixtures.paths import EXAMPLES
-from fixtures.solving import ScriptedSolver, make_engine, validate
+from fixtures.solving import VALID_EXAMPLES, ScriptedSolver, copy_validated, make_engine
 from ssrkit import export as core
 from ssrkit.artifact import Artifact
 from ssrkit.errors import SsrkitError
@@ -32,8 +32,7 @@ from ssrkit.solvers import make_solver
 from ssrkit.source import RepoSource
 
 #: every valid example artifact (pytest and unittest runners, a removed module, a total break, a partial weakening)
-NAMES = sorted(name for name, v in json.loads((EXAMPLES / "artifacts" / "expected.json").read_text()).items()
-               if v["valid"])
+NAMES = VALID_EXAMPLES
 SPACED = "textkit/valid-two-files-acronym-and-default-filter"
 #: Harbor's verdict is compared with ssrkit solve's on one artifact of each runner
 HARBOR = [SPACED, "ledger/valid-journal-as-of-boundary"]
@@ -45,16 +44,15 @@ pytestmark = pytest.mark.xdist_group("docker-task")
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, example_repos):
+def exported(tmp_path_factory, example_repos, validated_examples):
     """(tasks by artifact name, the SWE-bench task repository, the Harbor tasks directory)."""
     tmp = tmp_path_factory.mktemp("export")
-    repos = example_repos
     tasks = {}
     for name in NAMES:
-        art = Artifact(shutil.copytree(EXAMPLES / "artifacts" / name, tmp / "arts" / name.replace("/", "-")))
-        source = RepoSource.local(repos[name.split("/")[0]])
-        result = validate(art, source)
+        validated, result = validated_examples[name]
         assert result["valid"], [c for c in result["checks"] if c["status"] == "failed"]
+        art = copy_validated(validated, tmp / "arts" / name.replace("/", "-"))
+        source = RepoSource.local(example_repos[name.split("/")[0]])
         tasks[name] = (art, source, core.make_task(art, source))
     task_repo, harbor = tmp / "swebench", tmp / "harbor"
     core.write_swebench_repo([t for _, _, t in tasks.values()], task_repo)
