@@ -8,8 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fixtures.paths import EXAMPLES
-from fixtures.paths import SRC
+import pytest
+
+from fixtures.cli import in_process
+from fixtures.paths import EXAMPLES, SRC
 from fixtures.repos import copy_artifact
 
 VALID = "textkit/valid-slug-truncate-off-by-one"
@@ -22,9 +24,16 @@ def ssrkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
-def test_valid_artifact_exit_0_and_table(tmp_path, example_repos):
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """`ssrkit ARGS` in this process, its tables as wide as the subprocess's (COLUMNS=200)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    return lambda *args: in_process(capsys, *args)
+
+
+def test_valid_artifact_exit_0_and_table(tmp_path, example_repos, run):
     art = copy_artifact(EXAMPLES / "artifacts" / VALID, tmp_path / "a")
-    res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    res = run("validate", str(art), "--repo", str(example_repos["textkit"]))
     assert res.returncode == 0, res.stdout + res.stderr
     for name in ("files", "applies", "bug_breaks", "inverse_mutation"):
         assert name in res.stdout
@@ -32,11 +41,11 @@ def test_valid_artifact_exit_0_and_table(tmp_path, example_repos):
     assert (art / "validation.json").is_file() and (art / "logs" / "original.log").is_file()
 
 
-def test_a_verdict_read_from_an_up_to_date_validation_json_says_so(tmp_path, example_repos):
+def test_a_verdict_read_from_an_up_to_date_validation_json_says_so(tmp_path, example_repos, run):
     art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
-    first = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
-    again = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
-    redo = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]), "--redo")
+    first = run("validate", str(art), "--repo", str(example_repos["textkit"]))
+    again = run("validate", str(art), "--repo", str(example_repos["textkit"]))
+    redo = run("validate", str(art), "--repo", str(example_repos["textkit"]), "--redo")
     assert (first.returncode, again.returncode, redo.returncode) == (1, 1, 1)
     assert "read from validation.json" not in first.stdout + redo.stdout
     assert "1 of 1 verdict(s) read from validation.json" in again.stdout and "--redo validates again" in again.stdout
@@ -57,24 +66,24 @@ def test_a_verdict_made_in_another_environment_is_not_reused(tmp_path, example_r
     assert "1 of 1 verdict(s) read from validation.json" in same.stdout
 
 
-def test_invalid_artifact_exit_1_names_the_check(tmp_path, example_repos):
+def test_invalid_artifact_exit_1_names_the_check(tmp_path, example_repos, run):
     art = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "a")
-    res = ssrkit("validate", str(art), "--repo", str(example_repos["textkit"]))
+    res = run("validate", str(art), "--repo", str(example_repos["textkit"]))
     assert res.returncode == 1
     assert "invalid" in res.stdout and "bug_scope" in res.stdout and "conftest.py" in res.stdout
 
 
-def test_json_for_many_artifacts(tmp_path, example_repos):
+def test_json_for_many_artifacts(tmp_path, example_repos, run):
     a = copy_artifact(EXAMPLES / "artifacts" / VALID, tmp_path / "arts" / "a")
     b = copy_artifact(EXAMPLES / "artifacts" / INVALID, tmp_path / "arts" / "b")
-    res = ssrkit("validate", str(tmp_path / "arts"), "--repo", str(example_repos["textkit"]), "--json", "-j", "2")
+    res = run("validate", str(tmp_path / "arts"), "--repo", str(example_repos["textkit"]), "--json", "-j", "2")
     assert res.returncode == 1
     data = json.loads(res.stdout)
     assert [Path(d["artifact"]).name for d in data] == ["a", "b"]
     assert [d["valid"] for d in data] == [True, False]
     assert {c["name"] for c in data[0]["checks"]} >= {"parser", "weaken_hides"}
     # a second run reuses the up-to-date validation.json
-    again = ssrkit("validate", str(a), "--repo", str(example_repos["textkit"]), "--json")
+    again = run("validate", str(a), "--repo", str(example_repos["textkit"]), "--json")
     assert json.loads(again.stdout)[0]["created"] == data[0]["created"]
     assert b.exists()
 
