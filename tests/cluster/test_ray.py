@@ -25,15 +25,21 @@ pytest.importorskip("ray")
 from ssrkit.executor.ray import RayExecutor  # noqa: E402
 
 
-def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_repos, tmp_path):
-    local_items = sample_items(example_repos, tmp_path / "local")
-    ray_items = sample_items(example_repos, tmp_path / "ray")
+@pytest.fixture(scope="module")
+def local_verdicts(example_repos, tmp_path_factory) -> list[tuple]:
+    """The SAMPLE validated by the local executor, once for the tests that compare Ray's verdicts with it."""
     with LocalExecutor(2) as ex:
-        local = validate_all(local_items, Validator(Settings(jobs=2)), executor=ex)
+        local = validate_all(sample_items(example_repos, tmp_path_factory.mktemp("local")),
+                             Validator(Settings(jobs=2)), executor=ex)
+    return [verdict(r) for r in local]
+
+
+def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_repos, local_verdicts, tmp_path):
+    ray_items = sample_items(example_repos, tmp_path / "ray")
     with RayExecutor(3) as ex:
         remote = validate_all(ray_items, Validator(Settings(jobs=2)), executor=ex)
         used = dict(ex.nodes_used)
-    assert [verdict(r) for r in remote] == [verdict(r) for r in local]
+    assert [verdict(r) for r in remote] == local_verdicts
     assert len(used) > 1, used
     # the driver wrote the files, naming the driver's paths (not a node's scratch copy)
     for (art, source), r in zip(ray_items, remote):
@@ -106,9 +112,8 @@ def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
                (tmp_path / "local" / "higher" / i / "bug_inject.diff").read_text()
 
 
-def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tmp_path):
+def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, local_verdicts, tmp_path):
     cluster, workers = ray_cluster
-    local = validate_all(sample_items(example_repos, tmp_path / "local"), Validator(Settings(jobs=2)))
     items = sample_items(example_repos, tmp_path / "ray")
     done: list[int] = []
     killed = threading.Event()
@@ -126,7 +131,7 @@ def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, tm
                               on_done=lambda a, r, reused: done.append(1))
         t.join(60)
     assert killed.is_set()
-    assert [verdict(r) for r in remote] == [verdict(r) for r in local]
+    assert [verdict(r) for r in remote] == local_verdicts
     for art, _ in items:
         assert (art.path / "validation.json").is_file()
     workers[-1] = cluster.add_node(**node_args())  # for whichever test comes next
