@@ -439,7 +439,7 @@ def test_a_fork_bomb_while_the_next_sandboxes_start_leaves_the_next_command_whol
     sb = prestarted_sandbox(opener, shared_repo)
     count = "set -- /proc/[0-9]*; echo $#"  # bash alone: a pipe's two ends could each see the other or not
     alone = int(sb.run(count, timeout=30).output)  # in a row from here: the next sandboxes start in the bomb
-    bomb = sb.run("b() { b | b & }; b; sleep 3", timeout=3)
+    bomb = sb.run("b() { b | b & }; b; sleep 30", timeout=3)  # ends by its timeout (a `sleep 3` could win the race)
     assert not bomb.ok
     for word in ("after", "and again"):
         res = sb.run(f"echo {word}; {count}", timeout=30)
