@@ -7,10 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from fixtures.cli import in_process
 from fixtures.cluster import SAMPLE, sample_items, verdict
 from fixtures.paths import SRC
 from ssrkit.errors import SsrkitError
@@ -77,7 +79,10 @@ def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos,
     assert made == sorted(p.name for p in (tmp_path / "sharded-higher").iterdir() if not p.name.startswith("."))
 
 
-def test_usage_errors_exit_2(example_repos, tmp_path):
+def test_usage_errors_exit_2(example_repos, tmp_path, capsys, monkeypatch):
+    """In this process (fixtures.cli): the exit code and the message are the subject, not the interpreter."""
+    monkeypatch.setenv("COLUMNS", "200")
+    cli = partial(in_process, capsys)
     items = sample_items(example_repos, tmp_path, SAMPLE[:1], record_repo=True)
     res = cli("validate", str(items[0][0].path), "--shard", "4/3")
     assert res.returncode == 2 and "K must be between 1 and N" in res.stderr
