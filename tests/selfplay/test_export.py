@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
+import pytest
+
+from fixtures.cli import in_process
 from fixtures.git import git
-from fixtures.recipe import recipe_env
 
 
-def export(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ssrkit", "export", *args], capture_output=True, text=True,
-                          env=recipe_env(), check=True)
+@pytest.fixture
+def export(capsys):
+    """`ssrkit export ARGS` in this process (fixtures.cli); it must succeed."""
+    def run(*args: str):
+        proc = in_process(capsys, "export", *args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc
+    return run
 
 
-def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_profile_repo, tmp_path):
+def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_profile_repo, tmp_path, export):
     out = tmp_path / "bugs.jsonl"
     proc = export(str(offline_run / "round-001" / "inject"), "--format", "swebench", "--out", str(out))
     instances = [json.loads(line) for line in out.read_text().splitlines()]
@@ -46,7 +51,7 @@ def test_swebench_instances_apply_to_their_base_commit(offline_run, calc_profile
     assert git(calc_profile_repo, "status", "--porcelain") == ""
 
 
-def test_sft_needs_llm_trajectories(offline_run, tmp_path):
+def test_sft_needs_llm_trajectories(offline_run, tmp_path, export):
     out = tmp_path / "sft.jsonl"
     proc = export(str(offline_run), "--format", "sft", "--out", str(out))
     assert out.read_text() == "" and "exported 0 sft record(s)" in proc.stderr  # repair leaves no chat
