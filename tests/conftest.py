@@ -3,8 +3,8 @@ ssrkit cache of its own), the shared repositories (built once per session, read 
 repositories, the agent tests' sandbox and scripted servers, the tiny model.
 
 Helpers live in modules of tests/fixtures/ (`from fixtures.git import git`), never in a conftest: a test
-module imports no conftest. Plugins: fixtures/sandboxes.py (the sandbox backends, `opener`) and
-fixtures/solving.py (an engine, the validated calc artifact).
+module imports no conftest. Plugins: fixtures/sandboxes.py (the sandbox backends, `opener`),
+fixtures/solving.py (an engine, the validated artifacts) and fixtures/xdist_groups.py (`xdist_group` marks honoured).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fixtures import repos
 from fixtures.recipe import PROFILE
 from fixtures.scripted_server import ScriptedServer
 
-pytest_plugins = ["fixtures.sandboxes", "fixtures.solving"]
+pytest_plugins = ["fixtures.sandboxes", "fixtures.solving", "fixtures.xdist_groups"]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -125,26 +125,10 @@ def serve():
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test on `ray_cluster` runs on one xdist worker: one Ray cluster on this machine at a time (a test that
-    starts Ray otherwise is marked `xdist_group("ray")` in its module). Then each grouped test's node id gets its
-    group, as the scheduler reads it."""
+    starts Ray otherwise is marked `xdist_group("ray")` in its module); fixtures/xdist_groups.py tells xdist."""
     for item in items:
         if "ray_cluster" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("ray"))
-    if config.getvalue("loadgroup") if hasattr(config.option, "loadgroup") else False:
-        for item in items:
-            _name_the_group(item)
-
-
-def _name_the_group(item: pytest.Item) -> None:
-    """xdist's `--dist loadgroup` sends tests whose node ids end in the same `@group` to one worker; xdist 3.8 adds
-    the suffix through `item._nodeid`, which pytest 9.2 no longer reads (the node id is `item._id`), so without
-    this every `xdist_group` mark is ignored and, e.g., two Ray clusters start side by side."""
-    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                     for m in item.iter_markers("xdist_group")})
-    if groups and "@" not in item.nodeid.rsplit("]", 1)[-1] and hasattr(item, "_id"):
-        from _pytest.nodeid import coerce_node_id
-
-        item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @pytest.fixture(scope="module")
