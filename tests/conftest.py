@@ -23,6 +23,15 @@ from fixtures.scripted_server import ScriptedServer
 pytest_plugins = ["fixtures.sandboxes", "fixtures.solving", "fixtures.xdist_groups"]
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """ssrkit's output is as wide as the process's own, in a test as for a user under make: no COLUMNS or LINES
+    from the test runner. xdist's workers have COLUMNS=80 and LINES=24, which a serial run has not: every
+    subprocess then wrapped its one-line messages at 80 columns, and so did `main` run in the test's process
+    (ssrkit.cli.common sizes its consoles when first imported, at collection). A test about the width sets it."""
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _environment(tmp_path_factory: pytest.TempPathFactory):
     """Sandboxed commands run `python`: this interpreter (it has pytest and coverage). ssrkit's cache (original

@@ -79,9 +79,8 @@ def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos,
     assert made == sorted(p.name for p in (tmp_path / "sharded-higher").iterdir() if not p.name.startswith("."))
 
 
-def test_usage_errors_exit_2(example_repos, tmp_path, capsys, monkeypatch):
+def test_usage_errors_exit_2(example_repos, tmp_path, capsys):
     """In this process (fixtures.cli): the exit code and the message are the subject, not the interpreter."""
-    monkeypatch.setenv("COLUMNS", "200")
     cli = partial(in_process, capsys)
     items = sample_items(example_repos, tmp_path, SAMPLE[:1], record_repo=True)
     res = cli("validate", str(items[0][0].path), "--shard", "4/3")

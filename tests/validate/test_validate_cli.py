@@ -25,9 +25,8 @@ def ssrkit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def run(capsys, monkeypatch):
-    """`ssrkit ARGS` in this process, its tables as wide as the subprocess's (COLUMNS=200)."""
-    monkeypatch.setenv("COLUMNS", "200")
+def run(capsys):
+    """`ssrkit ARGS` in this process (its tables unwrapped: no COLUMNS, tests/conftest.py)."""
     return lambda *args: in_process(capsys, *args)
 
 
