@@ -20,6 +20,7 @@ STANDALONE = ("templates", "_cov")
 #: no rule applies to them and no module of src/ imports one (removed at #27's step 7.2)
 SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
          "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
+SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -360,3 +361,18 @@ def test_the_verdict_imports_only_the_standard_library():
                                                                       "eval", "import_module"):
                 bad.append(f"{where}: {ast.unparse(n.func)}(...)")
     assert bad == []
+
+
+#: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
+STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solvers", "ssrkit.repair", "ssrkit.grade",
+          "ssrkit.higher_order", "ssrkit.runs", "ssrkit.pool", "ssrkit.report", "ssrkit.export", "ssrkit.serve",
+          "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
+
+
+def test_mutation_imports_no_stage():
+    """mutation/ (operators, source text, the coverage map) is shared by the injector and the repair baseline:
+    it stands below both, so neither drags the other in (#27 step 4.1)."""
+    graph = import_graph(lazy=True)
+    up = sorted(f"{m} -> {d}" for m, deps in graph.items() if m.startswith("ssrkit.mutation")
+                for d in deps if d.startswith(STAGES))
+    assert up == []

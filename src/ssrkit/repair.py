@@ -3,7 +3,7 @@
 Given the solver's view of an artifact — a sandbox holding the buggy code and weakened tests under a fresh
 git history — and the task (the reversed `test_weaken.diff`), `find_repair`:
 
-1. applies the tests diff and runs `test_script.sh` once under per-test coverage (`inject.testmap`);
+1. applies the tests diff and runs `test_script.sh` once under per-test coverage (`mutation.coverage`);
 2. ranks the code lines by Ochiai suspiciousness over the failing and passing tests' coverage
    (ef / sqrt(failing · (ef + ep)); ties broken by the seed);
 3. tries inverse mutations at the most suspicious lines — the injector's own operators: comparison,
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 
 from . import patch as patches
 from .errors import PatchError, SsrkitError
-from .inject.operators import REPAIR, REPAIR_OPERATORS, functions, mutations
-from .inject.source_text import SourceText
-from .inject.testmap import run_with_coverage
+from .mutation.operators import REPAIR, REPAIR_OPERATORS, functions, mutations
+from .mutation.source_text import SourceText
+from .mutation.coverage import run_with_coverage
 from .sandbox.base import Sandbox
 from .testrun import FAILED, PASSED, SKIPPED, ERROR, run_parser, run_tests
 from .verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like

@@ -46,7 +46,7 @@ from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
-from .testmap import TestMap, build_testmap, per_test_limit, repo_fingerprint
+from ..mutation.coverage import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
