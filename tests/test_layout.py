@@ -21,6 +21,7 @@ STANDALONE = ("templates", "_cov")
 SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
          "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
 SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
+SHIMS |= {"ssrkit.runslots"}  # step 6.1
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 

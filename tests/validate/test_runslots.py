@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ssrkit.runslots import Ahead, RunSlots
+from ssrkit.validate.runslots import Ahead, RunSlots
 
 
 def _wait_for(cond, timeout: float = 5.0) -> bool:
