@@ -22,6 +22,7 @@ SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts",
          "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
 SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
 SHIMS |= {"ssrkit.runslots"}  # step 6.1
+SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -292,7 +293,7 @@ def test_the_spec_boundaries_hold():
     (others hold a client it built, but never import the HTTP client)."""
     graph = import_graph(lazy=True)
     sandbox_deps = {d for m, deps in graph.items() if m.startswith("ssrkit.sandbox") for d in deps}
-    assert not sandbox_deps & {"ssrkit.store.artifact", "ssrkit.store.attempts", "ssrkit.validate", "ssrkit.grade"}
+    assert not sandbox_deps & {"ssrkit.store.artifact", "ssrkit.store.attempts", "ssrkit.validate", "ssrkit.solve.grade"}
     assert graph["ssrkit.verdict.rewards"] == set()
     reward_src = (SRC / "verdict" / "rewards.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(import|from)\s+(os|pathlib|json|subprocess|io|shutil)\b", reward_src, re.M)
@@ -365,8 +366,8 @@ def test_the_verdict_imports_only_the_standard_library():
 
 
 #: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
-STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solvers", "ssrkit.repair", "ssrkit.grade",
-          "ssrkit.higher_order", "ssrkit.runs", "ssrkit.pool", "ssrkit.report", "ssrkit.export", "ssrkit.serve",
+STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solve.solvers", "ssrkit.solve.repair", "ssrkit.solve.grade",
+          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.pool", "ssrkit.report", "ssrkit.export", "ssrkit.serve",
           "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
 
 

@@ -42,11 +42,11 @@ import tomli_w
 
 from . import patch as patches
 from .verdict.patterns import SHADOW_NAMES
-from .solvers import task_from_weaken_diff
+from .solve.solvers import task_from_weaken_diff
 from .store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from .errors import SsrkitError
 from .store.fsutil import atomic_write_text, own_dir
-from .grade import GradeSettings
+from .solve.grade import GradeSettings
 from .image import BASE_IMAGE, INSTALL_STEP, WORKDIR
 from .sandbox import Limits
 from .solve import JUNK

@@ -6,7 +6,7 @@ from __future__ import annotations
 from scripted_server import bash, edit, submit
 
 from ssrkit.agents import AgentConfig, ModelClient, Trajectory
-from ssrkit.solvers import run_llm_solver, task_from_weaken_diff
+from ssrkit.solve.solvers import run_llm_solver, task_from_weaken_diff
 from ssrkit.patch import touched_files
 
 BREAK = """python - <<'EOF'

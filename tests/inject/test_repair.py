@@ -9,7 +9,7 @@ from ssrkit.artifact import Artifact
 from ssrkit.mutation.operators import EXPRESSION, REMOVAL, functions, mutations
 from ssrkit.inject.procedural import Candidate, Session
 from ssrkit.mutation.source_text import SourceText
-from ssrkit.repair import find_repair
+from ssrkit.solve.repair import find_repair
 from ssrkit.testrun import run_tests
 
 from conftest import UNITS_OPS

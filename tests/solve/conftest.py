@@ -9,10 +9,10 @@ from typing import Callable
 import pytest
 
 from ssrkit.artifact import Artifact
-from ssrkit.grade import GradeSettings
+from ssrkit.solve.grade import GradeSettings
 from ssrkit.sandbox import SandboxOptions
 from ssrkit.solve import Engine, SolveOptions
-from ssrkit.solvers import Solver, SolverOutput
+from ssrkit.solve.solvers import Solver, SolverOutput
 from ssrkit.validate import Settings, Validator, validate_all, write_report
 
 from . import calc

@@ -10,7 +10,7 @@ import pytest
 
 from ssrkit.artifact import Artifact
 from ssrkit.examples import materialize
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 from ssrkit.source import RepoSource
 
 from .conftest import validate

@@ -26,7 +26,7 @@ from ssrkit import export as core
 from ssrkit.artifact import Artifact
 from ssrkit.errors import SsrkitError
 from ssrkit.examples import materialize
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 from ssrkit.source import RepoSource
 
 from .conftest import ScriptedSolver, make_engine, validate

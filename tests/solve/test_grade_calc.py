@@ -13,10 +13,10 @@ from typing import Callable
 
 import pytest
 
-from ssrkit.grade import GradeSettings, grade
+from ssrkit.solve.grade import GradeSettings, grade
 from ssrkit.artifact import FIX
 from ssrkit.attempts import attempt_dir
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 
 from . import calc
 from .conftest import ScriptedSolver

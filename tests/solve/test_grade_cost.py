@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ssrkit import grade as grading
-from ssrkit.solvers import make_solver
+from ssrkit.solve import grade as grading
+from ssrkit.solve.solvers import make_solver
 
 from . import calc
 from .test_grade_calc import attempt, sub

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ssrkit.artifact import Artifact
-from ssrkit.higher_order import known_artifacts, make_all
+from ssrkit.solve.higher_order import known_artifacts, make_all
 from ssrkit.solve import prepare_solver_sandbox
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 
 from . import calc
 from .conftest import ScriptedSolver, validate

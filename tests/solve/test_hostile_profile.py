@@ -17,7 +17,7 @@ from ssrkit.artifact import Artifact
 from ssrkit.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, load_config
 from ssrkit.errors import SsrkitError
 from ssrkit.examples import materialize
-from ssrkit.grade import GradeSettings
+from ssrkit.solve.grade import GradeSettings
 from ssrkit.sandbox import SandboxOptions, open_sandbox
 from ssrkit.solve import Engine, SolveOptions
 from ssrkit.source import RepoSource

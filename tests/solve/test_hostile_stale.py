@@ -14,7 +14,7 @@ from ssrkit.artifact import Artifact
 from ssrkit.attempts import current_reward, scored_attempts, write_reward
 from ssrkit.errors import SsrkitError
 from ssrkit.examples import materialize
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 from ssrkit.source import RepoSource
 from ssrkit.store import trajectory as trajectories
 from ssrkit.train.rollouts import scan_artifact

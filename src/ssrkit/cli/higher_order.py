@@ -11,8 +11,8 @@ from rich.table import Table
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
-from ..grade import GradeSettings
-from ..higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
+from ..solve.grade import GradeSettings
+from ..solve.higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,

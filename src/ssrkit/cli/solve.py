@@ -16,7 +16,7 @@ from ..store.attempts import attempt_records
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve import Engine, SolveOptions, solvable
-from ..solvers import SOLVERS, make_solver
+from ..solve.solvers import SOLVERS, make_solver
 from ..store.source import RepoSource
 from ..store.trajectory import SUBMITTED
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
