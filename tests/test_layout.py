@@ -23,6 +23,7 @@ SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts",
 SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
 SHIMS |= {"ssrkit.runslots"}  # step 6.1
 SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
+SHIMS |= {"ssrkit.pool", "ssrkit.report", "ssrkit.export"}  # step 6.3
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -217,7 +218,7 @@ def _spellings(path: Path, name: str):
 #: (store constant, file) where the same spelling names another file, not the store's, and why
 SAME_SPELLING = {
     ("cache.NODE_REPOS", "cli/examples.py"): "the example repositories' folders (examples/repos, build/repos)",
-    ("runs.TASKS", "export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
+    ("runs.TASKS", "runs/export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
 }
 
 
@@ -367,7 +368,7 @@ def test_the_verdict_imports_only_the_standard_library():
 
 #: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
 STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solve.solvers", "ssrkit.solve.repair", "ssrkit.solve.grade",
-          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.pool", "ssrkit.report", "ssrkit.export", "ssrkit.serve",
+          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export", "ssrkit.serve",
           "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
 
 

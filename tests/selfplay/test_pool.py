@@ -10,7 +10,7 @@ import pytest
 from ssrkit.artifact import Artifact, Metadata, create_artifact
 from ssrkit.errors import SsrkitError
 from ssrkit.fsutil import atomic_write_json
-from ssrkit.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_label, round_dir, round_metrics,
+from ssrkit.runs.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_label, round_dir, round_metrics,
                          select_tasks)
 from ssrkit.reward import reward_record
 from ssrkit.source import RepoSource

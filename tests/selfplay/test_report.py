@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from selfplay_testlib import recipe_env
-from ssrkit.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
+from ssrkit.runs.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
 
 
 def test_sparkline():
@@ -149,7 +149,7 @@ def test_report_without_matplotlib_says_so_and_still_reports(offline_run, tmp_pa
 
 def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
     from ssrkit.errors import SsrkitError
-    from ssrkit.report import build_report
+    from ssrkit.runs.report import build_report
 
     (tmp_path / "plain").mkdir()
     with pytest.raises(SsrkitError, match=r"no round-NNN directories: `ssrkit report` reads a self-play run "
@@ -166,7 +166,7 @@ def test_strategy_mix_counts_each_valid_artifact_once_and_the_histogram_is_per_r
     """A higher-order artifact made in two rounds, and an invalid one, do not swell the mix; the histogram
     counts each round's tasks in that round (round.json's `tasks`), not task-rounds pooled over the run."""
     from test_pool import two_rounds_with_a_higher_order_artifact_made_twice
-    from ssrkit.report import build_report, write_plots
+    from ssrkit.runs.report import build_report, write_plots
 
     repo = tmp_path / "mylib"
     repo.mkdir()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit import export as core
+from ssrkit.runs import export as core
 from ssrkit.artifact import Artifact
 from ssrkit.errors import SsrkitError
 from ssrkit.examples import materialize

@@ -9,7 +9,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import export as core
+from ..runs import export as core
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
 from ..store.fsutil import atomic_write_text

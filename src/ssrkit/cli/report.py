@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..report import HISTOGRAM_BINS, PlotsUnavailable, build_report, sparkline, write_plots
+from ..runs.report import HISTOGRAM_BINS, PlotsUnavailable, build_report, sparkline, write_plots
 from .common import JsonOpt, console, print_json
 
 EPILOG = """
