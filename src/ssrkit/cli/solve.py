@@ -16,6 +16,7 @@ from ..store.attempts import attempt_records
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve import Engine, SolveOptions, solvable
+from ..solve.repair import DEFAULT_BUDGET_RUNS
 from ..solve.solvers import SOLVERS, make_solver
 from ..store.source import RepoSource
 from ..store.trajectory import SUBMITTED
@@ -83,7 +84,8 @@ def solve(
     max_tokens: Annotated[Optional[int], MaxTokensOpt] = None,
     token_ids: Annotated[bool, TokenIdsOpt] = True,
     budget_runs: Annotated[Optional[int], typer.Option(
-        "--budget-runs", min=1, help="Test runs the repair solver may spend per attempt (default 40).",
+        "--budget-runs", min=1,
+        help=f"Test runs the repair solver may spend per attempt (default {DEFAULT_BUDGET_RUNS}).",
     )] = None,
     partial: Annotated[bool, typer.Option(
         "--partial",

@@ -269,7 +269,7 @@ class Session:
         self.config = config
         self.settings = settings or Settings.from_config(config)
         self.section = config.section("inject")
-        self.test_patterns = list(config.get("validate", "test_patterns") or self.settings.test_patterns)
+        self.test_patterns = list(self.settings.test_patterns)  # [validate] test_patterns, read by Settings
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.seed = seed

@@ -47,10 +47,11 @@ from ..store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact, now_iso
 from ..errors import SsrkitError
 from ..store.fsutil import atomic_write_text, own_dir
 from ..solve.grade import GradeSettings
-from ..image import BASE_IMAGE, INSTALL_STEP, WORKDIR
+from ..image import BASE_IMAGE, INSTALL_STEP
 from ..sandbox import Limits
+from ..sandbox.git import GIT_EMAIL, GIT_NAME
 from ..solve import JUNK
-from ..store.source import RepoSource
+from ..store.source import DEFAULT_WORKDIR, RepoSource
 
 #: an exported task asks its harness for the limits ssrkit's own sandboxes have
 _LIMITS = Limits()
@@ -80,8 +81,8 @@ VERDICT_ZIP = "verdict.zip"
 VERDICT_PACKAGE = "ssrkit_verdict"
 FORMATS = ("swebench", "swebench-task", "harbor", "sft")
 
-_IDENT = {"GIT_AUTHOR_NAME": "ssrkit", "GIT_AUTHOR_EMAIL": "ssrkit@localhost",
-          "GIT_COMMITTER_NAME": "ssrkit", "GIT_COMMITTER_EMAIL": "ssrkit@localhost",
+_IDENT = {"GIT_AUTHOR_NAME": GIT_NAME, "GIT_AUTHOR_EMAIL": GIT_EMAIL,
+          "GIT_COMMITTER_NAME": GIT_NAME, "GIT_COMMITTER_EMAIL": GIT_EMAIL,
           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
 
 
@@ -198,7 +199,7 @@ def make_task(artifact: Artifact, source: RepoSource | None = None,
         data = _blob(source.path, original, p)
         originals[p] = None if data is None else base64.b64encode(data).decode("ascii")
     grading_data = {
-        "workdir": WORKDIR,
+        "workdir": DEFAULT_WORKDIR,
         "base_commit": base,
         "test_script": artifact.test_script,
         "test_parser": artifact.test_parser,
@@ -279,7 +280,7 @@ def eval_script(task: Task) -> str:
         "# git reads no configuration but the repository's, runs no hook and no fsmonitor",
         'unset $(compgen -e | grep "^GIT_") 2>/dev/null || true',
         "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null",
-        f'cd "${{SSRKIT_WORKDIR:-{WORKDIR}}}"',
+        f'cd "${{SSRKIT_WORKDIR:-{DEFAULT_WORKDIR}}}"',
         "mkdir -p /tmp/ssrkit-eval",
         "# the tests that grade the task: test.patch on the snapshot's test files",
         *(f"{git} checkout -q {task.base_commit} -- {q(p)} 2>/dev/null || rm -f -- {q(p)}"
@@ -305,13 +306,14 @@ def dockerfile(task: Task, base: str = BASE_IMAGE) -> str:
     """The task image: the snapshot (from `repo.bundle` in the build context) at /testbed, installed."""
     return (f"FROM {base}\n"
             f"COPY {BUNDLE} /tmp/ssrkit-{BUNDLE}\n"
-            f"RUN git clone -q /tmp/ssrkit-{BUNDLE} {WORKDIR} && git -C {WORKDIR} remote remove origin \\\n"
+            f"RUN git clone -q /tmp/ssrkit-{BUNDLE} {DEFAULT_WORKDIR} "
+            f"&& git -C {DEFAULT_WORKDIR} remote remove origin \\\n"
             f"    && rm /tmp/ssrkit-{BUNDLE}\n"
-            f"WORKDIR {WORKDIR}\n"
+            f"WORKDIR {DEFAULT_WORKDIR}\n"
             f"ENV {TASK_CONTAINER_ENV}=1\n"
             # ssrkit's test scripts call `python`; Debian's python3 comes without that name
             "RUN command -v python >/dev/null 2>&1 || ln -s \"$(command -v python3)\" /usr/local/bin/python\n"
-            + INSTALL_STEP.format(workdir=WORKDIR)
+            + INSTALL_STEP.format(workdir=DEFAULT_WORKDIR)
             + f"LABEL ssrkit.instance={task.instance_id} ssrkit.base_commit={task.base_commit}\n")
 
 
@@ -456,7 +458,7 @@ def write_harbor_task(task: Task, dest: Path, *, base: str = BASE_IMAGE) -> Path
     (d / "tests" / "test.sh").write_text(TEST_SH)
     (d / "tests" / "test.sh").chmod(0o755)
     solve = ["#!/bin/bash", "# the reference fix: the reverse of the injected bug", "set -e",
-             f'cd "${{SSRKIT_WORKDIR:-{WORKDIR}}}"',
+             f'cd "${{SSRKIT_WORKDIR:-{DEFAULT_WORKDIR}}}"',
              *_b64_heredoc("/tmp/ssrkit-gold.patch", task.patch.encode("utf-8"), "EOF_SSRKIT_GOLD"),
              "git apply --binary /tmp/ssrkit-gold.patch"]
     (d / "solution" / "solve.sh").write_text("\n".join(solve) + "\n")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 from ..verdict.output import OutputCapture, truncate_middle  # noqa: F401 - the backends keep output with these
+from .git import GIT_IDENTITY
 
 if TYPE_CHECKING:
     from ..store.config import Config
@@ -285,7 +286,7 @@ def fresh_history_command(message: str) -> str:
     `git add` hashes every file), and only for these two commands: nothing is written to the config."""
     store = "-c core.compression=0 -c core.looseCompression=0"
     return (f"rm -rf .git && git init -q --template= && git {store} add -A . && "
-            f"git {store} -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
+            f"git {store} {GIT_IDENTITY} "
             f"commit -q --no-verify -m {shlex.quote(message)}")
 
 

@@ -111,7 +111,8 @@ class Engine:
             prepare_solver_sandbox(sb, artifact)
             ctx = SolveContext(artifact=artifact, sandbox=sb, attempt=name, out_dir=d,
                                seed=self.options.seed + int(name), test_diff=task_diff(artifact),
-                               timeout=self.options.grade.timeout)
+                               timeout=self.options.grade.timeout,
+                               test_patterns=list(self.options.grade.test_patterns))
             out = solver.solve(ctx)
             fix = out.fix_diff if out.fix_diff is not None else solver_diff(sb)
         if out.trajectory is not None:  # the agent's record says how large the fix it is graded by is

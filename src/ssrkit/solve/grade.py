@@ -54,6 +54,7 @@ from ..errors import PatchError, SsrkitError
 from ..sandbox.base import PRISTINE, Sandbox, fresh_history_command
 from ..testrun import TEST_TIMEOUT, run_tests
 from ..text import clip
+from ..validate.settings import Settings as ValidateSettings
 # the pure half of grading is the verdict's (shipped whole in exported tasks)
 from ..verdict.canary import (Canary, after_reference, canary_target, decide, make_canary, not_run,
                              tampering_reason)
@@ -79,10 +80,10 @@ class GradeSettings:
     @classmethod
     def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
         """The test budget and patterns of `[validate]`, the guards of `[solve]`; `timeout` (a flag) wins."""
-        d = cls()
+        d, tests = cls(), ValidateSettings.from_config(cfg)
         return cls(
-            timeout=float(timeout if timeout is not None else cfg.get("validate", "timeout", d.timeout)),
-            test_patterns=list(cfg.get("validate", "test_patterns", d.test_patterns)),
+            timeout=float(timeout if timeout is not None else tests.timeout),
+            test_patterns=list(tests.test_patterns),
             protected=list(cfg.get("solve", "protected", d.protected)),
             canary=bool(cfg.get("solve", "canary", d.canary)),
             guard_shadows=bool(cfg.get("solve", "guard_shadows", d.guard_shadows)),

@@ -37,6 +37,9 @@ from ..sandbox.base import Sandbox
 from ..testrun import FAILED, PASSED, SKIPPED, ERROR, run_parser, run_tests
 from ..verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
 
+#: test runs one repair attempt may spend, the coverage run included (`--budget-runs`)
+DEFAULT_BUDGET_RUNS = 40
+
 MIN_CANDIDATE_TIMEOUT = 10.0  # seconds
 CANDIDATE_TIMEOUT_FACTOR = 5.0  # × the baseline (coverage) run's duration
 _GIVEN = "repair-given"
@@ -55,7 +58,7 @@ class RepairResult:
 
 
 def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_parser: str,
-                timeout: float, budget_runs: int = 40, seed: int = 0, max_lines: int = 25,
+                timeout: float, budget_runs: int = DEFAULT_BUDGET_RUNS, seed: int = 0, max_lines: int = 25,
                 test_patterns: list[str] | None = None) -> RepairResult:
     """Search for a code patch that makes the tests of `tests_diff` pass (see the module docstring)."""
     started = time.monotonic()

@@ -15,6 +15,7 @@ from .. import patch as patches
 from ..store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact
 from ..errors import PatchError, SsrkitError
 from ..sandbox import PRISTINE, Sandbox
+from ..sandbox.git import GIT_IDENTITY
 
 
 #: Generated junk that never belongs in a fix (kept out of the solver's fresh repository and of the diff).
@@ -25,7 +26,6 @@ JUNK = ["__pycache__/", "*.py[cod]", ".pytest_cache/", ".mypy_cache/", ".ruff_ca
 _BASE_GIT = "ssrkit-base.git"
 
 
-_GIT_ID = "-c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false"
 
 
 def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: float = 120) -> None:
@@ -43,7 +43,7 @@ def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: flo
     q = shlex.quote(base)
     res = sandbox.run(
         f"rm -rf {q} && export GIT_DIR={q} GIT_WORK_TREE=\"$PWD\" && git init -q && mkdir -p {q}/info && "
-        f"cp .git/info/exclude {q}/info/exclude && git add -A . && git {_GIT_ID} commit -q --no-verify -m base",
+        f"cp .git/info/exclude {q}/info/exclude && git add -A . && git {GIT_IDENTITY} commit -q --no-verify -m base",
         timeout=timeout,
     )
     if not res.ok:

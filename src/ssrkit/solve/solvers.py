@@ -17,6 +17,8 @@ from ..store.artifact import BUG_DIFF, Artifact
 from ..errors import SsrkitError
 from ..store import trajectory as trajectories
 from ..sandbox.base import Sandbox
+from ..verdict.patterns import DEFAULT_TEST_PATTERNS
+from .repair import DEFAULT_BUDGET_RUNS
 
 if TYPE_CHECKING:
     from ..agents import AgentConfig, ModelClient, Trajectory
@@ -31,6 +33,8 @@ class SolveContext:
     seed: int
     test_diff: str
     timeout: float  # the test budget per run (for solvers that run tests)
+    #: what counts as a test file (`[validate] test_patterns`, as grading reads it): never edited as code
+    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
 
 
 @dataclass
@@ -119,7 +123,7 @@ class RepairSolver(Solver):
 
     name = "repair"
 
-    def __init__(self, budget_runs: int = 40, partial: bool = False):
+    def __init__(self, budget_runs: int = DEFAULT_BUDGET_RUNS, partial: bool = False):
         if budget_runs < 1:
             raise SsrkitError("the repair budget must be at least 1 test run")
         self.budget_runs = budget_runs
@@ -134,7 +138,7 @@ class RepairSolver(Solver):
         art = ctx.artifact
         r = find_repair(ctx.sandbox, tests_diff=ctx.test_diff, test_script=art.test_script,
                         test_parser=art.test_parser, timeout=ctx.timeout, budget_runs=self.budget_runs,
-                        seed=ctx.seed)
+                        seed=ctx.seed, test_patterns=ctx.test_patterns)
         info: dict[str, Any] = {"found": r.fix_diff is not None, "runs": r.runs, "candidates": r.candidates,
                                 "note": r.note, "search_seconds": round(r.seconds, 3)}
         fix = r.fix_diff or ""
@@ -149,7 +153,8 @@ SOLVERS: dict[str, Callable[..., Solver]] = {
     "oracle": lambda **_: OracleSolver(),
     "null": lambda **_: NullSolver(),
     "llm": LLMSolver.from_options,
-    "repair": lambda budget_runs=None, partial=False, **_: RepairSolver(budget_runs or 40, partial=bool(partial)),
+    "repair": lambda budget_runs=None, partial=False, **_: RepairSolver(budget_runs or DEFAULT_BUDGET_RUNS,
+                                                                               partial=bool(partial)),
 }
 
 
