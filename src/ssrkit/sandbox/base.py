@@ -106,6 +106,8 @@ class Sandbox(ABC):
     root: str
     #: a private scratch directory outside the repository, as commands see it
     scratch: str
+    #: what every command may use (`SandboxOptions.limits`); output is kept within `limits.output_bytes`
+    limits: Limits
 
     # -- required of every backend ------------------------------------------------------------------
     @abstractmethod
@@ -252,7 +254,7 @@ class Sandbox(ABC):
 
     def read_capped(self, path: str) -> tuple[bytes, bool]:
         """A file's head and tail within `limits.output_bytes`, as a command's output is kept; (data, cut?)."""
-        cap = OutputCapture(self.limits.output_bytes)  # type: ignore[attr-defined]
+        cap = OutputCapture(self.limits.output_bytes)
         cap.feed(self.read_file(path))
         return cap.result()
 
