@@ -379,3 +379,23 @@ def test_mutation_imports_no_stage():
     up = sorted(f"{m} -> {d}" for m, deps in graph.items() if m.startswith("ssrkit.mutation")
                 for d in deps if d.startswith(STAGES))
     assert up == []
+
+
+def _command_body_lines(fn: ast.FunctionDef) -> int:
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+    return body[-1].end_lineno - body[0].lineno + 1 if body else 0
+
+
+def test_a_command_parses_calls_and_renders():
+    """A command (a public function of cli/ taking `Annotated` options) is a short body: parse the flags, call
+    the core, render; the work itself lives in the core, where other callers reach it (#27 step 6.6)."""
+    long = []
+    for mod, path in MODULES.items():
+        if not mod.startswith("ssrkit.cli."):
+            continue
+        for fn in _tree(path).body:
+            if isinstance(fn, ast.FunctionDef) and not fn.name.startswith("_") and any(
+                    a.annotation is not None and "Annotated" in ast.unparse(a.annotation) for a in fn.args.args):
+                if _command_body_lines(fn) > 40:
+                    long.append(f"{mod}.{fn.name}: {_command_body_lines(fn)} lines")
+    assert long == []

@@ -126,13 +126,7 @@ def solve(
         return
 
     if patch is not None:
-        if len(items) != 1:
-            raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
-        text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
-        art, source = items[0]
-        record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
-        _render([record], as_json, items)
-        raise typer.Exit(0 if record["passed"] else 1)
+        _grade_patch(engine, items, patch, as_json)
 
     the_solver = None
     if not regrade:
@@ -150,6 +144,16 @@ def solve(
                                                              executor=ex), f"solve ({solver})", as_json)
     _render(records, as_json, items)
 
+
+def _grade_patch(engine: Engine, items: list, patch: Path, as_json: bool) -> None:
+    """`--patch`: grade one diff (a file, or `-` for stdin) as a new attempt; the exit code is its verdict."""
+    if len(items) != 1:
+        raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
+    text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
+    art, source = items[0]
+    record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
+    _render([record], as_json, items)
+    raise typer.Exit(0 if record["passed"] else 1)
 
 def _read_patch(path: Path) -> str:
     try:
