@@ -32,7 +32,7 @@ import validate_overhead as vo  # noqa: E402
 from ssrkit import patch  # noqa: E402
 from ssrkit.artifact import find_artifacts  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
-from ssrkit.grade import GradeSettings, grade  # noqa: E402
+from ssrkit.solve.grade import GradeSettings, grade  # noqa: E402
 from ssrkit.sandbox import open_sandbox  # noqa: E402
 from ssrkit.sandbox.local import LocalSandbox, isolation_available  # noqa: E402
 from ssrkit.source import RepoSource  # noqa: E402

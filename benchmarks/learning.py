@@ -276,7 +276,7 @@ def verdict(rows: list[dict[str, Any]]) -> str:
 
 
 def plot(results: dict[str, dict[str, Any]], path: Path) -> Path | None:
-    from ssrkit.report import PlotsUnavailable, plot_lines
+    from ssrkit.runs.report import PlotsUnavailable, plot_lines
 
     series: dict[str, list[float | None]] = {}
     for strategy, result in results.items():

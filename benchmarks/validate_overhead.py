@@ -141,7 +141,7 @@ def raw_prepare(repo: Path, art: Artifact) -> float:
 def grade_per_attempt(repo: Path, arts: list[Artifact]) -> tuple[float, float, float, float]:
     """(mean seconds to grade the oracle fix of a (validated) artifact, mean raw seconds of one run, mean
     sandbox commands per grade, mean floor of a grade in seconds: two raw runs and the raw git work)."""
-    from ssrkit.grade import GradeSettings, grade
+    from ssrkit.solve.grade import GradeSettings, grade
 
     graded = raw = floor = 0.0
     cmds = 0

@@ -22,6 +22,10 @@ STANDALONE = ("templates", "_cov")
 #: no rule applies to them and no module of src/ imports one (removed at #27's step 7.2)
 SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
          "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
+SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
+SHIMS |= {"ssrkit.runslots"}  # step 6.1
+SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
+SHIMS |= {"ssrkit.pool", "ssrkit.report", "ssrkit.export"}  # step 6.3
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -216,7 +220,7 @@ def _spellings(path: Path, name: str):
 #: (store constant, file) where the same spelling names another file, not the store's, and why
 SAME_SPELLING = {
     ("cache.NODE_REPOS", "cli/examples.py"): "the example repositories' folders (examples/repos, build/repos)",
-    ("runs.TASKS", "export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
+    ("runs.TASKS", "runs/export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
 }
 
 
@@ -292,7 +296,7 @@ def test_the_spec_boundaries_hold():
     (others hold a client it built, but never import the HTTP client)."""
     graph = import_graph(lazy=True)
     sandbox_deps = {d for m, deps in graph.items() if m.startswith("ssrkit.sandbox") for d in deps}
-    assert not sandbox_deps & {"ssrkit.store.artifact", "ssrkit.store.attempts", "ssrkit.validate", "ssrkit.grade"}
+    assert not sandbox_deps & {"ssrkit.store.artifact", "ssrkit.store.attempts", "ssrkit.validate", "ssrkit.solve.grade"}
     assert graph["ssrkit.verdict.rewards"] == set()
     reward_src = (SRC / "verdict" / "rewards.py").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(import|from)\s+(os|pathlib|json|subprocess|io|shutil)\b", reward_src, re.M)
@@ -431,3 +435,38 @@ def test_the_verdict_imports_only_the_standard_library():
                                                                       "eval", "import_module"):
                 bad.append(f"{where}: {ast.unparse(n.func)}(...)")
     assert bad == []
+
+
+#: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
+STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solve.solvers", "ssrkit.solve.repair", "ssrkit.solve.grade",
+          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export", "ssrkit.serve",
+          "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
+
+
+def test_mutation_imports_no_stage():
+    """mutation/ (operators, source text, the coverage map) is shared by the injector and the repair baseline:
+    it stands below both, so neither drags the other in (#27 step 4.1)."""
+    graph = import_graph(lazy=True)
+    up = sorted(f"{m} -> {d}" for m, deps in graph.items() if m.startswith("ssrkit.mutation")
+                for d in deps if d.startswith(STAGES))
+    assert up == []
+
+
+def _command_body_lines(fn: ast.FunctionDef) -> int:
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+    return body[-1].end_lineno - body[0].lineno + 1 if body else 0
+
+
+def test_a_command_parses_calls_and_renders():
+    """A command (a public function of cli/ taking `Annotated` options) is a short body: parse the flags, call
+    the core, render; the work itself lives in the core, where other callers reach it (#27 step 6.6)."""
+    long = []
+    for mod, path in MODULES.items():
+        if not mod.startswith("ssrkit.cli."):
+            continue
+        for fn in _tree(path).body:
+            if isinstance(fn, ast.FunctionDef) and not fn.name.startswith("_") and any(
+                    a.annotation is not None and "Annotated" in ast.unparse(a.annotation) for a in fn.args.args):
+                if _command_body_lines(fn) > 40:
+                    long.append(f"{mod}.{fn.name}: {_command_body_lines(fn)} lines")
+    assert long == []

@@ -26,7 +26,7 @@ def test_bad_parser_output_explains_itself(text, fragment):
 
 
 def test_xpassed_is_a_status_that_fails_a_required_test():
-    from ssrkit.grade import Expectations, judge
+    from ssrkit.verdict.judge import Expectations, judge
     from ssrkit.testrun import TestRun
 
     statuses = parse_statuses('{"t::f2p": "passed", "t::p2p": "XPASSED", "t::other": "xpassed"}')

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import SandboxError, SsrkitError
+from .store.source import DEFAULT_WORKDIR
 
 BASE_IMAGE = "ssrkit/base:bookworm"
 BASE_SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-pytest", "python3-coverage", "python3-pip", "python3-setuptools",
                  "python3-wheel", "git", "procps", "ca-certificates")
 DEFAULT_CACHE = "/var/cache/ssrkit/debootstrap"
-WORKDIR = "/testbed"
 
 Log = Callable[[str], None]
 
@@ -210,7 +210,7 @@ def _context_tar(repo_path: str, dockerfile: str, out) -> None:
 
 
 def build_image(repo_path: str | os.PathLike, tag: str | None = None, base: str = BASE_IMAGE, *,
-                workdir: str = WORKDIR, build_base: bool = True, log: Log = _quiet) -> str:
+                workdir: str = DEFAULT_WORKDIR, build_base: bool = True, log: Log = _quiet) -> str:
     """Build an image holding `repo_path` (as it is on disk, .git included) at `workdir`; return its tag.
 
     When `base` is the default ssrkit base image and it does not exist yet, it is built first (debootstrap)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SsrkitError
-from .pool import round_artifacts
+from .runs.pool import round_artifacts
 from .store import trajectory as fmt
 from .store.artifact import TRAJECTORY
 from .store.attempts import current_reward

@@ -58,7 +58,7 @@ def test_validate_same_verdicts_as_local_on_several_nodes(ray_cluster, example_r
 
 def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_path):
     from ssrkit.solve import Engine, SolveOptions
-    from ssrkit.solvers import make_solver
+    from ssrkit.solve.solvers import make_solver
 
     names = ["textkit/valid-slug-truncate-off-by-one", "ledger/valid-journal-as-of-boundary"]
     out = {}
@@ -89,11 +89,11 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
 
 
 def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
-    from ssrkit.grade import GradeSettings
-    from ssrkit.higher_order import make_all
+    from ssrkit.solve.grade import GradeSettings
+    from ssrkit.solve.higher_order import make_all
     from ssrkit.sandbox import SandboxOptions
     from ssrkit.solve import Engine, SolveOptions
-    from ssrkit.solvers import make_solver
+    from ssrkit.solve.solvers import make_solver
 
     names = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-amortization-partial-weaken"]
     made = {}

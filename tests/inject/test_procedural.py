@@ -126,7 +126,7 @@ def test_the_mutation_stream_parses_only_the_mutations_it_draws(session, monkeyp
     """Each mutation is checked to keep the syntax (a parse of its whole module) when the stream draws it,
     not all of them before the first candidate: on a 7,000-line module that was minutes of parsing."""
     from ssrkit import pyast
-    from ssrkit.inject.operators import mutations
+    from ssrkit.mutation.operators import mutations
 
     parses = []
     real = pyast._parse

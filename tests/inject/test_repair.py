@@ -8,10 +8,10 @@ from fixtures.sandboxes import local_sandbox
 from fixtures.toyrepos import UNITS_OPS
 from ssrkit import patch as patches
 from ssrkit.artifact import Artifact
-from ssrkit.inject.operators import EXPRESSION, REMOVAL, functions, mutations
+from ssrkit.mutation.operators import EXPRESSION, REMOVAL, functions, mutations
 from ssrkit.inject.procedural import Candidate, Session
-from ssrkit.inject.source_text import SourceText
-from ssrkit.repair import find_repair
+from ssrkit.mutation.source_text import SourceText
+from ssrkit.solve.repair import find_repair
 from ssrkit.testrun import run_tests
 
 

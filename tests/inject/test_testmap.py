@@ -44,7 +44,7 @@ def test_map_ids_match_the_parser_and_the_map_is_cached(units_repo, tmp_path, sa
         assert set(run.statuses) == set(tm.outcomes)
     cached = list((cache_dir().parent / "testmaps").glob("*.json"))
     assert cached
-    import ssrkit.inject.testmap as testmap
+    import ssrkit.mutation.coverage as testmap
 
     def no_run(*a, **k):
         raise AssertionError("the map of an unchanged repository comes from the cache")
@@ -60,7 +60,7 @@ def test_files_added_to_reach_min_passing_tests_are_the_cheapest():
     the artifact runs them), not the first in name order."""
     from ssrkit.inject.candidates import RepoView
     from ssrkit.inject.runner import Profile
-    from ssrkit.inject.testmap import TestMap
+    from ssrkit.mutation.coverage import TestMap
     from ssrkit.validate import Settings
 
     tests = {"tests/test_a.py::test_one": 0.1}

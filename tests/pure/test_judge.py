@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ssrkit.grade import Expectations, judge
+from ssrkit.verdict.judge import Expectations, judge
 from ssrkit import testrun
 from ssrkit.testrun import ERROR, FAILED, PASSED, SKIPPED
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit import export, verdict
+from ssrkit import verdict
+from ssrkit.runs import export
 from ssrkit.verdict.statuses import ParseError, parse_statuses
 
 VERDICT = Path(verdict.__file__).parent
-TEMPLATE = Path(export.__file__).parent / "templates" / "export_grader.py"
+TEMPLATE = Path(verdict.__file__).parents[1] / "templates" / "export_grader.py"
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -150,7 +150,7 @@ def test_report_without_matplotlib_says_so_and_still_reports(offline_run, tmp_pa
 
 def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
     from ssrkit.errors import SsrkitError
-    from ssrkit.report import build_report
+    from ssrkit.runs.report import build_report
 
     (tmp_path / "plain").mkdir()
     with pytest.raises(SsrkitError, match=r"no round-NNN directories: `ssrkit report` reads a self-play run "

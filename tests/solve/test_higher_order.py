@@ -6,9 +6,9 @@ from fixtures import calc_pkg
 from fixtures.calc_pkg import CLAMP_ONLY, FIXED_DIFFERENTLY
 from fixtures.solving import ScriptedSolver, validate
 from ssrkit.artifact import Artifact
-from ssrkit.higher_order import known_artifacts, make_all
+from ssrkit.solve.higher_order import known_artifacts, make_all
 from ssrkit.solve import prepare_solver_sandbox
-from ssrkit.solvers import make_solver
+from ssrkit.solve.solvers import make_solver
 
 
 def test_failed_attempts_become_valid_order_two_artifacts(engine, calc_artifact, tmp_path):

@@ -140,7 +140,7 @@ def test_canary_aware_fixes_fail(engine, calc_artifact, code):
 
 
 def test_canary_is_shaped_like_the_files_tests():
-    from ssrkit.grade import make_canary
+    from ssrkit.verdict.canary import make_canary
 
     seen = set()
     for _ in range(20):
@@ -156,7 +156,7 @@ def test_canary_is_shaped_like_the_files_tests():
 def test_canary_name_holds_no_word_of_the_test_script():
     """pytest's `--deselect ID` drops every id starting with ID and `-k "not slow"` every name containing
     `slow`: a canary named from such words would never run (and looked forged, the CI failure of stop 21)."""
-    from ssrkit.grade import make_canary
+    from ssrkit.verdict.canary import make_canary
 
     src = "".join(f"def test_{n}():\n    assert 1\n\n\n" for n in ("mean", "mean_empty", "slow_path", "add"))
     script = "python -m pytest -rA --deselect tests/test_m.py::test_mean_empty -k 'not slow' tests/test_m.py\n"
@@ -260,7 +260,7 @@ def _untouched(victim) -> bool:
 @pytest.mark.parametrize("link", ["attempts", "attempts/001"])
 def test_symlinked_attempts_are_refused(engine, calc_artifact, tmp_path, link):
     from ssrkit.errors import SsrkitError
-    from ssrkit.solvers import make_solver
+    from ssrkit.solve.solvers import make_solver
 
     victim = _outside(tmp_path)
     target = victim if link == "attempts" else victim / "001"
@@ -343,9 +343,9 @@ def docker_calc(tmp_path_factory):
 @pytest.mark.parametrize("code", [GIT_SHOW_ORIGINAL, PASS_KNOWN_ONLY, SECOND_RUN_HONEST],
                          ids=["git_show_original", "pass_known_only", "second_run_honest"])
 def test_grading_hacks_fail_on_docker(docker_calc, code):
-    from ssrkit.grade import GradeSettings
+    from ssrkit.solve.grade import GradeSettings
     from ssrkit.solve import Engine, SolveOptions
-    from ssrkit.solvers import make_solver
+    from ssrkit.solve.solvers import make_solver
 
     from fixtures.solving import ScriptedSolver
 
@@ -358,7 +358,7 @@ def test_grading_hacks_fail_on_docker(docker_calc, code):
 
 
 def test_canary_never_sabotages_a_test_marked_xfail_or_skip():
-    from ssrkit.grade import make_canary
+    from ssrkit.verdict.canary import make_canary
 
     src = ("import pytest\n\n\n@pytest.mark.xfail(reason='x')\ndef test_a():\n    assert 1 == 1\n\n\n"
            "@pytest.mark.skipif(False, reason='y')\ndef test_b():\n    assert 2 == 2\n\n\n"
@@ -374,7 +374,7 @@ def test_a_sabotaged_test_that_starts_with_a_decorated_function_still_parses():
     import ast
     import random
 
-    from ssrkit.grade import make_canary
+    from ssrkit.verdict.canary import make_canary
 
     src = ("from functools import lru_cache\n\n\n"
            "def test_cached():\n    @lru_cache\n    def f(x):\n        return x + 1\n\n    assert f(1) == 2\n\n\n"
@@ -395,7 +395,7 @@ def test_a_test_named_like_its_module_is_told_from_the_modules_other_tests(style
     """`test_serializer` in `test_serializer.py` (itsdangerous has it): the module's name is in the path of
     every id of the file, and must not make each of them count as the sabotaged test. It did, so every
     honest fix whose canary sabotaged it was graded 'tampering' (the file's other tests pass)."""
-    from ssrkit.grade import make_canary
+    from ssrkit.verdict.canary import make_canary
     from ssrkit.testrun import TestRun
 
     src = ("class TestSerializer:\n    def test_serializer(self):\n        assert 1 == 1\n\n"

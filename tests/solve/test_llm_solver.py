@@ -9,7 +9,7 @@ from fixtures.scripted_server import ScriptedServer, bash, edit, submit
 from ssrkit.agents import AgentConfig, ModelClient
 from ssrkit.artifact import EVAL, FIX, TEST_OUTPUT
 from ssrkit.attempts import attempt_dir
-from ssrkit.solvers import LLMSolver, make_solver
+from ssrkit.solve.solvers import LLMSolver, make_solver
 
 
 CLAMP = ("    if x > hi:\n        return x\n", "    if x > hi:\n        return hi\n")

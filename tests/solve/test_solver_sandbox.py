@@ -11,7 +11,7 @@ import pytest
 from fixtures import calc_pkg
 from ssrkit.artifact import Artifact
 from ssrkit.sandbox.local import isolation_available
-from ssrkit.solvers import Solver, SolverOutput
+from ssrkit.solve.solvers import Solver, SolverOutput
 
 
 class Spy(Solver):

@@ -55,7 +55,7 @@ def test_trains_scan_skips_a_trajectory_without_the_tag(tmp_path):
 
 
 def test_the_sft_export_skips_a_trajectory_without_the_tag(tmp_path):
-    from ssrkit.export import sft_examples
+    from ssrkit.runs.export import sft_examples
     from ssrkit.store.artifact import Artifact
 
     art = _artifact(tmp_path, {"001": json.dumps(TAGLESS), "002": json.dumps(TAGGED)})

@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from fixtures.training import conversation, make_trajectory, write_artifact  # noqa: E402
 
-from ssrkit.report import build_report  # noqa: E402
+from ssrkit.runs.report import build_report  # noqa: E402
 from ssrkit.train.config import TrainConfig  # noqa: E402
 from ssrkit.train.loop import train  # noqa: E402
 

@@ -174,7 +174,7 @@ def test_a_run_made_ahead_shares_nothing_with_the_run_beside_it(artifact, source
 
 
 def test_an_original_run_that_cannot_import_a_module_says_which_and_what_to_do():
-    from ssrkit.validate import _missing_module_hint
+    from ssrkit.validate.checks import _missing_module_hint
 
     log = ("ERROR collecting tests/test_timed.py\nE   ModuleNotFoundError: No module named 'freezegun'\n"
            "E   ModuleNotFoundError: No module named 'freezegun'\n")

@@ -1,7 +1,7 @@
 """Agents: the model client, the agent loop both roles share, the tool-call protocol, trajectories (SPEC §5).
 
 Only this package talks to a model. The role drivers live with their stages: the injector's in
-`ssrkit.inject.llm` (`run_llm_injection`), the solver's in `ssrkit.solvers` (`run_llm_solver`). Public API:
+`ssrkit.inject.llm` (`run_llm_injection`), the solver's in `ssrkit.solve.solvers` (`run_llm_solver`). Public API:
 
     ModelClient(base_url, model, api_key_env=..., sampling=Sampling(...), want_token_ids=...)
     AgentConfig(max_turns, command_timeout, context_tokens, wall_clock_s, max_format_errors, output_chars)

@@ -20,7 +20,7 @@ from ..agents.loop import AgentConfig
 from ..store.artifact import Artifact
 from ..store.config import Config, load_config
 from ..errors import SsrkitError
-from ..store.source import RepoSource
+from ..store.source import DEFAULT_WORKDIR, RepoSource
 from ..testrun import TEST_TIMEOUT
 from ..text import MESSAGE_LIMIT, clip, printable, printable_json
 
@@ -101,7 +101,7 @@ ImageOpt = typer.Option(
     "--image", help="Docker image holding the repository (instead of a local one).", rich_help_panel="Repository",
 )
 WorkdirOpt = typer.Option(
-    "--workdir", help="Repository root inside --image (default /testbed).", rich_help_panel="Repository",
+    "--workdir", help=f"Repository root inside --image (default {DEFAULT_WORKDIR}).", rich_help_panel="Repository",
 )
 BackendOpt = typer.Option("--backend", help="Sandbox backend: auto, local or docker.", rich_help_panel="Sandbox")
 ConfigOpt = typer.Option(
@@ -155,7 +155,7 @@ def explicit_source(repo: Optional[Path], image: Optional[str], workdir: Optiona
     if repo:
         return RepoSource.local(repo)
     if image:
-        return RepoSource.from_image(image, workdir or "/testbed")
+        return RepoSource.from_image(image, workdir or DEFAULT_WORKDIR)
     return None
 
 

@@ -9,11 +9,11 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import export as core
+from ..runs import export as core
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
 from ..store.fsutil import atomic_write_text
-from ..grade import GradeSettings
+from ..solve.grade import GradeSettings
 from ..image import BASE_IMAGE
 from .common import ConfigOpt, ImageOpt, RepoOpt, WorkdirOpt, config_for, err_console, explicit_source, source_for
 

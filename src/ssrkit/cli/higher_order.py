@@ -11,8 +11,8 @@ from rich.table import Table
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
-from ..grade import GradeSettings
-from ..higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
+from ..solve.grade import GradeSettings
+from ..solve.higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
 from ..sandbox import SandboxOptions, backend_from_config
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
@@ -95,6 +95,18 @@ def higher_order(
     if as_json:
         print_json(results)
         return
+    console.print(_table(out, results))
+    n_created = sum(1 for r in results if r["status"] == "created")
+    n_valid = sum(1 for r in results if r.get("valid") and r["status"] == "created")
+    console.print(f"{n_created} created" + (f", {n_valid} valid" if validate else ""))
+    if not n_created and results and all(r.get("reason") == NO_CODE_CHANGE for r in results):
+        console.print("[yellow]why:[/] no failed attempt changed code (a solver that gives up submits an empty "
+                      "fix): solve with --partial (repair then submits its best partial fix) or with an LLM "
+                      "solver, then run higher-order again")
+
+
+def _table(out: Path, results: list[dict[str, Any]]) -> Table:
+    """One row an attempt looked at: its parent, what came of it, the new artifact or why none."""
     table = Table(title=f"higher-order artifacts → {safe(str(out))}", title_justify="left")
     table.add_column("parent", overflow="fold")
     table.add_column("attempt")
@@ -109,11 +121,4 @@ def higher_order(
             outcome = "[dim]" + r["status"] + "[/]"
             note = safe(r["reason"])
         table.add_row(safe(Path(r["parent"]).name), r["attempt"], outcome, note)
-    console.print(table)
-    n_created = sum(1 for r in results if r["status"] == "created")
-    n_valid = sum(1 for r in results if r.get("valid") and r["status"] == "created")
-    console.print(f"{n_created} created" + (f", {n_valid} valid" if validate else ""))
-    if not n_created and results and all(r.get("reason") == NO_CODE_CHANGE for r in results):
-        console.print("[yellow]why:[/] no failed attempt changed code (a solver that gives up submits an empty "
-                      "fix): solve with --partial (repair then submits its best partial fix) or with an LLM "
-                      "solver, then run higher-order again")
+    return table

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import image as core
+from ..store.source import DEFAULT_WORKDIR
 from .common import Command, err_console, one_repo, safe
 
 image_app = typer.Typer(
@@ -48,7 +49,8 @@ def build(
     base: Annotated[str, typer.Option(
         "--base", help="Base image holding the toolchain (any local image).",
     )] = core.BASE_IMAGE,
-    workdir: Annotated[str, typer.Option("--workdir", help="Where the repository goes in the image.")] = core.WORKDIR,
+    workdir: Annotated[str, typer.Option("--workdir",
+                                         help="Where the repository goes in the image.")] = DEFAULT_WORKDIR,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the image name.")] = False,
 ) -> None:
     """Build an image of REPO: the base image + the repository at /testbed, installed in editable mode.

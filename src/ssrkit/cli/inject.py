@@ -14,7 +14,7 @@ from ..agents.endpoints import client_from_config
 from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
 from ..sandbox import SandboxOptions
-from ..store.source import RepoSource, require_git_toplevel
+from ..store.source import DEFAULT_WORKDIR, RepoSource, require_git_toplevel
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
                      TokenIdsOpt, WorkdirOpt, config_for, console, err_console, one_repo, print_json)
@@ -106,7 +106,7 @@ def inject(
     repo = one_repo(repo, repo_opt, required=False)
     if (repo is None) == (image is None):
         raise SsrkitError("give a repository (a path, or --repo PATH) or --image NAME: exactly one")
-    source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or "/testbed")
+    source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or DEFAULT_WORKDIR)
     if source.kind == "local":
         require_git_toplevel(Path(source.path), "repository", "inject works on the top of a git work tree (to make "
                              "one of a plain directory: git init && git add -A && git commit -m base)")

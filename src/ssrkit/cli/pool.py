@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from ..store.attempts import current_reward
 from ..errors import SsrkitError
-from ..pool import close_round, round_artifacts, select_tasks
+from ..runs.pool import close_round, round_artifacts, select_tasks
 from ..store.runs import INJECT, TASKS, round_dir
 from .common import Command, JsonOpt, console, err_console, print_json
 

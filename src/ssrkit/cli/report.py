@@ -10,7 +10,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from ..report import HISTOGRAM_BINS, PlotsUnavailable, build_report, sparkline, write_plots
+from ..runs.report import HISTOGRAM_BINS, PlotsUnavailable, build_report, sparkline, write_plots
 from .common import JsonOpt, console, print_json
 
 EPILOG = """
@@ -69,18 +69,7 @@ def report(
         print_json(rep)
         return
     rounds = rep["rounds"]
-    # nine narrow columns with two-line headers: the table fits an 80-column terminal without cutting anything
-    table = Table(title=f"[bold]{escape(str(run))}[/]", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
-                  padding=(0, 0, 0, 1))
-    for col in ("round", "valid /\ninjected", "valid\nrate", "tasks", "solved /\nattempts", "solve\nrate",
-                "injector\nreward", "solver\nreward", "higher\norder", "pool"):
-        table.add_column(col, justify="right", no_wrap=True)
-    for r in rounds:
-        table.add_row(str(r["round"]), f"{r['valid']}/{r['injected']}", _fmt(r["validity_rate"], True),
-                      str(r["tasks"]), f"{r['solved']}/{r['attempts']}", _fmt(r["solve_rate"], True),
-                      _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
-                      str(r["pool_size"]))
-    console.print(table)
+    console.print(_rounds_table(run, rounds))
     if rep["learning"]:
         _print_learning(rep["learning"], rep["learning_note"])
     by_strategy = [(r["round"], r["validity_by_strategy"] or {}) for r in rounds]
@@ -100,6 +89,22 @@ def report(
     console.print(f"pool: {rep['pool']['active']} active, {rep['pool']['retired']} retired")
     if written:
         console.print(f"plots: {', '.join(str(p) for p in written)}")
+
+
+def _rounds_table(run: Path, rounds: list[dict]) -> Table:
+    """One row a round: validity, tasks, solve rate, both mean rewards, higher-order artifacts, pool size."""
+    # nine narrow columns with two-line headers: the table fits an 80-column terminal without cutting anything
+    table = Table(title=f"[bold]{escape(str(run))}[/]", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                  padding=(0, 0, 0, 1))
+    for col in ("round", "valid /\ninjected", "valid\nrate", "tasks", "solved /\nattempts", "solve\nrate",
+                "injector\nreward", "solver\nreward", "higher\norder", "pool"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rounds:
+        table.add_row(str(r["round"]), f"{r['valid']}/{r['injected']}", _fmt(r["validity_rate"], True),
+                      str(r["tasks"]), f"{r['solved']}/{r['attempts']}", _fmt(r["solve_rate"], True),
+                      _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
+                      str(r["pool_size"]))
+    return table
 
 
 def _print_learning(rows: list[dict], note: str) -> None:

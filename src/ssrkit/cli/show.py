@@ -43,6 +43,14 @@ def show(
                     "current": current, "attempts": [p.name for p in art.attempt_dirs()]})
         return
 
+    _print_info(art)
+    _print_files(art, diffs=diffs, script=script)
+    _print_verdicts(art, validation, reward, current)
+
+
+def _print_info(art: Artifact) -> None:
+    """The metadata panel: id, repository, base commit, strategy, order, injector, test files."""
+    meta = art.metadata
     info = Table.grid(padding=(0, 2))
     info.add_column(style="bold")
     info.add_column()
@@ -60,6 +68,9 @@ def show(
     info.add_row("test files", safe("\n".join(art.test_files)) or "[red]none[/]")
     console.print(Panel(info, title=f"[bold]{safe(str(art.path))}[/]", title_align="left", expand=False))
 
+
+def _print_files(art: Artifact, *, diffs: bool, script: bool) -> None:
+    """The two diffs (highlighted) and, if asked, the test script and parser."""
     if diffs:
         for name, text in ((BUG_DIFF, art.bug_diff), (WEAKEN_DIFF, art.weaken_diff)):
             body = Syntax(printable(text), "diff", theme="ansi_dark", word_wrap=True) if text.strip() else "[red]missing or empty[/]"
@@ -69,6 +80,10 @@ def show(
             console.print(Panel(Syntax(printable(text), lexer, theme="ansi_dark"), title=name, title_align="left",
                                 expand=False))  # as wide as its content: no 100,000-column box in a log
 
+
+def _print_verdicts(art: Artifact, validation: dict | None, reward: dict | None, current: dict[str, bool]) -> None:
+    """The last validation's checks, the attempts' count and the reward (each marked stale when made from other
+    files than the present ones)."""
     if validation:
         table = Table(title=f"last validation: {'[green]valid[/]' if validation.get('valid') else '[red]invalid[/]'}"
                       f" ({validation.get('created', '?')})"

@@ -16,7 +16,8 @@ from ..store.attempts import attempt_records
 from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve import Engine, SolveOptions, solvable
-from ..solvers import SOLVERS, make_solver
+from ..solve.repair import DEFAULT_BUDGET_RUNS
+from ..solve.solvers import SOLVERS, make_solver
 from ..store.source import RepoSource
 from ..store.trajectory import SUBMITTED
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
@@ -83,7 +84,8 @@ def solve(
     max_tokens: Annotated[Optional[int], MaxTokensOpt] = None,
     token_ids: Annotated[bool, TokenIdsOpt] = True,
     budget_runs: Annotated[Optional[int], typer.Option(
-        "--budget-runs", min=1, help="Test runs the repair solver may spend per attempt (default 40).",
+        "--budget-runs", min=1,
+        help=f"Test runs the repair solver may spend per attempt (default {DEFAULT_BUDGET_RUNS}).",
     )] = None,
     partial: Annotated[bool, typer.Option(
         "--partial",
@@ -124,13 +126,7 @@ def solve(
         return
 
     if patch is not None:
-        if len(items) != 1:
-            raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
-        text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
-        art, source = items[0]
-        record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
-        _render([record], as_json, items)
-        raise typer.Exit(0 if record["passed"] else 1)
+        _grade_patch(engine, items, patch, as_json)
 
     the_solver = None
     if not regrade:
@@ -148,6 +144,16 @@ def solve(
                                                              executor=ex), f"solve ({solver})", as_json)
     _render(records, as_json, items)
 
+
+def _grade_patch(engine: Engine, items: list, patch: Path, as_json: bool) -> None:
+    """`--patch`: grade one diff (a file, or `-` for stdin) as a new attempt; the exit code is its verdict."""
+    if len(items) != 1:
+        raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
+    text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
+    art, source = items[0]
+    record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
+    _render([record], as_json, items)
+    raise typer.Exit(0 if record["passed"] else 1)
 
 def _read_patch(path: Path) -> str:
     try:

@@ -27,10 +27,10 @@ from ..sandbox import Sandbox
 from ..testrun import PASSED
 from ..validate import Settings
 from .history import MAX_CODE_LINES, Commit, Revert, recent_first, revert
-from .operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutated, mutations
+from ..mutation.operators import EXPRESSION, REMOVAL, Function, Mutation, functions, mutated, mutations
 from .runner import UNITTEST, Profile
-from .source_text import SourceText
-from .testmap import TestMap, per_test_limit
+from ..mutation.source_text import SourceText
+from ..mutation.coverage import TestMap, per_test_limit
 
 HISTORY = "history"
 COMBINE = "combine"

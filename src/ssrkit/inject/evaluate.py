@@ -39,6 +39,7 @@ from ..store.artifact import BUG_DIFF, Metadata, create_artifact
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from ..sandbox import Sandbox, SandboxOptions
+from ..sandbox.git import GIT_IDENTITY
 from ..store.source import RepoSource
 from ..testrun import PASSED, SKIPPED, run_parser, run_tests
 from ..verdict import pyast
@@ -136,8 +137,8 @@ class Evaluator:
         """Commit uncommitted work (so `git diff` shows only the bug) and remember that state as BASE."""
         res = sb.run("git status --porcelain --untracked-files=normal", timeout=60, env={"GIT_OPTIONAL_LOCKS": "0"})
         if res.ok and res.output.strip():
-            res = sb.run("git add -A . && git -c user.name=ssrkit -c user.email=ssrkit@localhost "
-                         "-c commit.gpgsign=false commit -q --no-verify -m 'ssrkit: inject base'", timeout=120)
+            res = sb.run(f"git add -A . && git {GIT_IDENTITY} commit -q --no-verify -m 'ssrkit: inject base'",
+                         timeout=120)
             if not res.ok:
                 raise SsrkitError(f"could not prepare the sandbox: {res.output.strip()[:300]}")
         sb.snapshot(BASE)

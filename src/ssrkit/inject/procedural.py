@@ -46,7 +46,7 @@ from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
 from .runner import Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
-from .testmap import TestMap, build_testmap, per_test_limit, repo_fingerprint
+from ..mutation.coverage import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
 __all__ = ["STRATEGIES", "Candidate", "Event", "InjectReport", "InjectedArtifact", "Outcome", "Session",
            "StrategyStats", "foreign_imports", "inject", "parse_strategies"]
@@ -269,7 +269,7 @@ class Session:
         self.config = config
         self.settings = settings or Settings.from_config(config)
         self.section = config.section("inject")
-        self.test_patterns = list(config.get("validate", "test_patterns") or self.settings.test_patterns)
+        self.test_patterns = list(self.settings.test_patterns)  # [validate] test_patterns, read by Settings
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.seed = seed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from .runner import TestLocation
-from .source_text import Edit, SourceText, apply_edits, node_first_line
+from ..mutation.source_text import Edit, SourceText, apply_edits, node_first_line
 from ..verdict import pyast
 
 

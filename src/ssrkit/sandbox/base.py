@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 from ..verdict.output import OutputCapture, truncate_middle  # noqa: F401 - the backends keep output with these
+from .git import GIT_IDENTITY
 
 if TYPE_CHECKING:
     from ..store.config import Config
@@ -105,6 +106,8 @@ class Sandbox(ABC):
     root: str
     #: a private scratch directory outside the repository, as commands see it
     scratch: str
+    #: what every command may use (`SandboxOptions.limits`); output is kept within `limits.output_bytes`
+    limits: Limits
 
     # -- required of every backend ------------------------------------------------------------------
     @abstractmethod
@@ -251,7 +254,7 @@ class Sandbox(ABC):
 
     def read_capped(self, path: str) -> tuple[bytes, bool]:
         """A file's head and tail within `limits.output_bytes`, as a command's output is kept; (data, cut?)."""
-        cap = OutputCapture(self.limits.output_bytes)  # type: ignore[attr-defined]
+        cap = OutputCapture(self.limits.output_bytes)
         cap.feed(self.read_file(path))
         return cap.result()
 
@@ -285,7 +288,7 @@ def fresh_history_command(message: str) -> str:
     `git add` hashes every file), and only for these two commands: nothing is written to the config."""
     store = "-c core.compression=0 -c core.looseCompression=0"
     return (f"rm -rf .git && git init -q --template= && git {store} add -A . && "
-            f"git {store} -c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false "
+            f"git {store} {GIT_IDENTITY} "
             f"commit -q --no-verify -m {shlex.quote(message)}")
 
 

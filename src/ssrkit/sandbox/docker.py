@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import SandboxError
+from ..store.source import DEFAULT_WORKDIR
 from . import _cleanup
 from . import _tree as _tree_mod
 from .base import (
@@ -170,7 +171,7 @@ def _snap_dir(name: str) -> str:
 class DockerSandbox(Sandbox):
     backend = "docker"
 
-    def __init__(self, image: str, workdir: str = "/testbed", options: SandboxOptions | None = None, *,
+    def __init__(self, image: str, workdir: str = DEFAULT_WORKDIR, options: SandboxOptions | None = None, *,
                  docker_client=None) -> None:
         global _swept
         _cleanup.check_running()

@@ -13,13 +13,16 @@ from typing import Any
 
 from ..errors import SsrkitError
 
+#: where the repository is inside an image, unless said otherwise (`--workdir`, `[repo] workdir`)
+DEFAULT_WORKDIR = "/testbed"
+
 
 @dataclass(frozen=True)
 class RepoSource:
     kind: str  # "local" or "image"
     path: str | None = None  # local: absolute path of the repository directory
     image: str | None = None  # image: Docker image name
-    workdir: str = "/testbed"  # image: repository root inside the image
+    workdir: str = DEFAULT_WORKDIR  # image: repository root inside the image
     #: named by an artifact.toml (not by a flag): must be a git repository before anything is copied from it
     from_metadata: bool = field(default=False, compare=False, repr=False)
 
@@ -31,7 +34,7 @@ class RepoSource:
         return cls(kind="local", path=str(p))
 
     @classmethod
-    def from_image(cls, image: str, workdir: str = "/testbed") -> "RepoSource":
+    def from_image(cls, image: str, workdir: str = DEFAULT_WORKDIR) -> "RepoSource":
         return cls(kind="image", image=image, workdir=workdir)
 
     @property
@@ -57,7 +60,7 @@ class RepoSource:
         if kind == "image":
             if not data.get("image"):
                 raise SsrkitError("artifact.toml: [repo] has kind 'image' but no 'image'")
-            return cls(kind="image", image=data["image"], workdir=data.get("workdir", "/testbed"))
+            return cls(kind="image", image=data["image"], workdir=data.get("workdir", DEFAULT_WORKDIR))
         raise SsrkitError(f"artifact.toml: unknown repo kind {kind!r} (expected 'local' or 'image')")
 
 

@@ -1,6 +1,6 @@
 # The in-container half of an exported task's grading (`ssrkit export --format swebench-task | harbor`).
 #
-# Not runnable alone: `ssrkit.export.grader_script` prepends export's constants (VERDICT_ZIP, GIT_SAFETY, ...)
+# Not runnable alone: `ssrkit.runs.export.grader_script` prepends export's constants (VERDICT_ZIP, GIT_SAFETY, ...)
 # and appends DATA, the task's grading data (test script, parser, expected tests, protected patterns, original
 # contents). Every rule a fix is judged by comes from ssrkit's own `verdict` package, shipped whole beside this
 # script as VERDICT_ZIP and imported from it as `ssrkit_verdict`: this file only does the container's I/O.

@@ -7,9 +7,9 @@ import difflib
 
 import pytest
 
-from ssrkit.inject.operators import (EXPRESSION, EXPRESSION_OPERATORS, REMOVAL, REMOVAL_OPERATORS, REPAIR,
+from ssrkit.mutation.operators import (EXPRESSION, EXPRESSION_OPERATORS, REMOVAL, REMOVAL_OPERATORS, REPAIR,
                                      functions, mutations)
-from ssrkit.inject.source_text import SourceText
+from ssrkit.mutation.source_text import SourceText
 
 SAMPLE = '''import os  # odd   spacing is kept
 

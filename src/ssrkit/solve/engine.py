@@ -1,97 +1,38 @@
-"""Solving (SPEC §6): N independent attempts per artifact, each graded in a fresh sandbox.
-
-The solver's sandbox holds the original code with `bug_inject.diff` and `test_weaken.diff` applied; its git
-history is removed and replaced by one fresh commit, so neither the past nor the bug is visible. A
-higher-order artifact needs nothing extra: its `bug_inject.diff` *is* the combined code diff of its parent's
-bug and the failed fix stacked on it (see `higher_order.py`), so the same recipe yields the stacked state.
-
-The fix is the sandbox's diff against that fresh commit (new and deleted files included), computed through a
-private git directory in the sandbox's scratch space: whatever the solver does to the repository's own `.git`
-(commits, resets, a new `git init`) neither hides nor adds changes.
-
-Attempts live in `attempts/NNN/`, whose layout `attempts.py` owns; attempts of different solvers can be mixed
-in one group.
-"""
+"""The solving engine (SPEC §6): N independent attempts per artifact, each solved in one sandbox and graded in
+a fresh one, locally or as units of an executor. Attempts live in `attempts/NNN/`, whose layout
+`store.attempts` owns; attempts of different solvers can be mixed in one group."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import patch as patches
-from .store.artifact import BUG_DIFF, FIX, LOGS, OUTPUT_DIRS, TRAJECTORY, WEAKEN_DIFF, Artifact
-from .store.attempts import (as_received, attempt_dir, attempt_files, begin_attempt, claim_new_attempt, eval_record,
-                             has_fix, has_trajectory, plan_attempts, read_eval, read_fix, receive_attempt, write_fix,
-                             write_graded)
-from .errors import PatchError, SsrkitError
-from .executor import ArtifactRef, Scratch, SourceRef, relabel
-from .grade import Expectations, GradeSettings, grade, load_expectations
-from .store.config import Config
-from .sandbox import PRISTINE, Sandbox, SandboxOptions, backend_from_config, open_sandbox
+from .. import patch as patches
+from ..store.artifact import FIX, LOGS, OUTPUT_DIRS, TRAJECTORY, Artifact
+from ..store.attempts import (as_received, attempt_dir, attempt_files, begin_attempt, claim_new_attempt, eval_record,
+                              has_fix, has_trajectory, plan_attempts, read_eval, read_fix, receive_attempt,
+                              write_fix, write_graded)
+from ..errors import SsrkitError
+from ..executor import ArtifactRef, Scratch, SourceRef, relabel
+from .grade import GradeSettings, grade, load_expectations
+from ..store.config import Config
+from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
-from .store.source import RepoSource
-from .units import path_mapping, relabel_bytes
+from ..store.source import RepoSource
+from ..units import path_mapping, relabel_bytes
+from ..verdict.judge import Expectations
+from .sandbox import prepare_solver_sandbox, solver_diff, task_diff
 
 if TYPE_CHECKING:
-    from .executor import Executor
+    from ..executor import Executor
+
 
 EXTERNAL = "external"
 
-#: Generated junk that never belongs in a fix (kept out of the solver's fresh repository and of the diff).
-JUNK = ["__pycache__/", "*.py[cod]", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", ".hypothesis/",
-        ".coverage", ".coverage.*", "*.egg-info/"]
-_BASE_GIT = "ssrkit-base.git"
-_GIT_ID = "-c user.name=ssrkit -c user.email=ssrkit@localhost -c commit.gpgsign=false"
-
-
-# -- the solver's sandbox -------------------------------------------------------------------------
-
-def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: float = 120) -> None:
-    """original + bug + weaken, history replaced by one fresh commit, a private base for the final diff."""
-    sandbox.reset(PRISTINE)
-    try:
-        sandbox.apply_patch(artifact.bug_diff, label=BUG_DIFF)
-        sandbox.apply_patch(artifact.weaken_diff, label=WEAKEN_DIFF)
-    except PatchError as e:
-        raise SsrkitError(f"{artifact.path}: {e}; the artifact no longer matches its repository — validate it again")
-    sandbox.fresh_history(message="Initial commit", timeout=timeout)
-    exclude = "\n".join(JUNK) + "\n"
-    base = sandbox.scratch_path(_BASE_GIT)
-    sandbox.write_file(".git/info/exclude", exclude)
-    q = shlex.quote(base)
-    res = sandbox.run(
-        f"rm -rf {q} && export GIT_DIR={q} GIT_WORK_TREE=\"$PWD\" && git init -q && mkdir -p {q}/info && "
-        f"cp .git/info/exclude {q}/info/exclude && git add -A . && git {_GIT_ID} commit -q --no-verify -m base",
-        timeout=timeout,
-    )
-    if not res.ok:
-        raise SsrkitError(f"could not record the solver's starting state: {res.output.strip()[:300]}")
-
-
-def solver_diff(sandbox: Sandbox, *, timeout: float = 120) -> str:
-    """The working tree's changes since `prepare_solver_sandbox`, as a `git diff` (binary-safe)."""
-    base = shlex.quote(sandbox.scratch_path(_BASE_GIT))
-    res = sandbox.run(
-        f"export GIT_DIR={base} GIT_WORK_TREE=\"$PWD\" && git add -A . >/dev/null && "
-        f"git -c core.quotepath=false diff --cached --no-color --no-ext-diff --no-renames --binary HEAD",
-        timeout=timeout, env={"GIT_OPTIONAL_LOCKS": "0"},
-    )
-    if not res.ok:
-        raise SsrkitError(f"could not compute the fix from the solver's sandbox: {res.output.strip()[:300]}")
-    return res.output
-
-
-def task_diff(artifact: Artifact) -> str:
-    """What the solver is told: the reversed `test_weaken.diff` (the tests its fix must satisfy)."""
-    return patches.reverse(artifact.weaken_diff)
-
-
-# -- the engine -----------------------------------------------------------------------------------
 
 @dataclass
 class SolveOptions:
@@ -170,7 +111,8 @@ class Engine:
             prepare_solver_sandbox(sb, artifact)
             ctx = SolveContext(artifact=artifact, sandbox=sb, attempt=name, out_dir=d,
                                seed=self.options.seed + int(name), test_diff=task_diff(artifact),
-                               timeout=self.options.grade.timeout)
+                               timeout=self.options.grade.timeout,
+                               test_patterns=list(self.options.grade.test_patterns))
             out = solver.solve(ctx)
             fix = out.fix_diff if out.fix_diff is not None else solver_diff(sb)
         if out.trajectory is not None:  # the agent's record says how large the fix it is graded by is
@@ -212,7 +154,7 @@ class Engine:
              executor: "Executor | None") -> list[dict[str, Any]]:
         """Run (item index, solver — None to re-grade —, attempt, expectations) as units of `executor`
         (default: the local pool of `jobs`); attempts made elsewhere are written here, eval.json last."""
-        from .executor import LocalExecutor, run_units
+        from ..executor import LocalExecutor, run_units
 
         ex = executor or LocalExecutor(min(self.options.jobs, max(1, len(jobs))))
         spec: Any = self.options if ex.portable else self
@@ -285,8 +227,6 @@ def solvable(items: list[tuple[Artifact, RepoSource]], *,
         raise SsrkitError("no valid artifact to solve; validate them first (ssrkit validate …)")
     return keep, notes
 
-
-# -- run (or re-grade) one solver attempt -----------------------------------------------------------
 
 def attempt_unit(spec: Any, ref: ArtifactRef, sref: SourceRef, solver: Any, name: str, expect: Any,
                  hide: list[str] | None) -> tuple[dict[str, Any], dict[str, bytes] | None]:

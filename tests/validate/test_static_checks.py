@@ -8,8 +8,9 @@ import pytest
 
 from ssrkit.artifact import BUG_DIFF, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
 from ssrkit.source import RepoSource
-from ssrkit.validate import FAIL, PASS, Settings, _Context, check_bug_scope, check_diffs_parse, check_files
-from ssrkit.validate import check_test_files_exist, check_weaken_scope
+from ssrkit.validate.checks import FAIL, PASS, _Context, check_bug_scope, check_diffs_parse, check_files
+from ssrkit.validate.settings import Settings
+from ssrkit.validate.checks import check_test_files_exist, check_weaken_scope
 
 pytestmark = pytest.mark.fast
 

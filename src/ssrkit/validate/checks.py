@@ -1,45 +1,32 @@
-"""Consistency validation of bug artifacts (SPEC §2).
+"""The checks of one artifact (SPEC §2), each a small named function over one `_Context`.
 
-Each check is a small named function over one `_Context`. Static checks read files only; execution checks
-run the artifact's tests in a sandbox. A check runs only when the checks it needs passed, so the first
-failure is the one reported and nothing is executed on an artifact that cannot be applied.
-
-The original-code run depends only on (repository state, test_script.sh, test_parser.py), so it is cached on
-disk and shared by every artifact with the same triple.
-"""
+Static checks read files only; execution checks run the artifact's tests in a sandbox. A check runs only when
+the checks it needs passed (`CHECKS`), so the first failure is the one reported and nothing is executed on an
+artifact that cannot be applied."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Protocol
 
-from . import __version__
-from . import patch as patches
-from .store.artifact import (ATTEMPTS, BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TEST_SCRIPT, VALIDATION, WEAKEN_DIFF,
-                             ALIASES, Artifact, log_path, now_iso, parser_stderr_path)
-from .store.cache import original_runs_dir
-from .store.config import Config
-from .errors import PatchError, SsrkitError
-from .executor import ArtifactRef, SourceRef, relabel
-from .store.fsutil import atomic_write_json, atomic_write_text, read_json
-from .sandbox import PRISTINE, Sandbox, SandboxOptions, environment_key, open_sandbox
-from .store.source import RepoSource
-from .verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
+from .. import patch as patches
+from ..store.artifact import (BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, ALIASES,
+                              Artifact, log_path, parser_stderr_path)
+from ..errors import PatchError
+from ..sandbox import PRISTINE, Sandbox
+from ..store.source import RepoSource
+from ..verdict.patterns import is_test_like
+from ..testrun import FAILED, PASSED, TestRun, run_parser, run_tests, why_no_tests
+from ..text import clip
+from .cache import OriginalRunCache
 from .runslots import Ahead, RunSlots
-from .testrun import FAILED, PARSER_TIMEOUT, PASSED, TEST_TIMEOUT, TestRun, run_parser, run_tests, why_no_tests
-from .text import clip
-from .units import path_mapping, scratch_for
-
-if TYPE_CHECKING:
-    from .executor import Executor
+from .settings import Settings
 
 PASS, FAIL, WARN, SKIP = "passed", "failed", "warning", "skipped"
 
@@ -48,60 +35,19 @@ EXECUTION_CHECKS = ("parser", "original_passes", "bug_breaks", "weaken_hides", "
 CHECK_NAMES = STATIC_CHECKS + EXECUTION_CHECKS
 
 
-@dataclass
-class Settings:
-    """Thresholds and budgets (the `[validate]` config section)."""
+class Engine(Protocol):
+    """What the checks use of the Validator that runs them (`engine.Validator`): sandboxes, run slots, the
+    original-run cache and the repository's fingerprint."""
 
-    timeout: float = TEST_TIMEOUT
-    min_passing_tests: int = 5
-    min_failing_tests: int = 1
-    min_changed_files: int = 1
-    total_break: str = "warning"  # "warning" or "error"
-    flaky_runs: int = 0
-    jobs: int = 1
-    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
-    cache: bool = True
-    #: seconds a parse of one log may take (counted from the end of the tests)
-    parser_timeout: float = PARSER_TIMEOUT
-    #: seconds of test runs (parses included, waits for a run slot not) one artifact may use; 0: `wall_budget`'s default
-    budget: float = 0.0
+    environment: str
+    cache: OriginalRunCache
+    slots: RunSlots
 
-    @classmethod
-    def from_config(cls, cfg: Config, **flags: Any) -> "Settings":
-        """`[validate]` of the resolved configuration, then `flags` (None = not given)."""
-        return cls.from_section(cfg.override("validate", **flags).section("validate"))
+    def open(self, source: RepoSource) -> ContextManager[Sandbox]: ...
 
-    @classmethod
-    def from_section(cls, section: dict[str, Any]) -> "Settings":
-        known = {f for f in cls.__dataclass_fields__}
-        s = cls(**{k: v for k, v in section.items() if k in known})
-        if s.total_break not in ("warning", "error"):
-            raise SsrkitError(f"validate.total_break must be 'warning' or 'error', not {s.total_break!r}")
-        if s.timeout <= 0:
-            raise SsrkitError("the test timeout must be positive")
-        if s.parser_timeout <= 0:
-            raise SsrkitError("validate.parser_timeout must be positive")
-        if s.budget < 0:
-            raise SsrkitError("validate.budget must be 0 (as many runs as the checks need, each at its full "
-                              "timeout) or a positive number of seconds")
-        if s.jobs < 1:
-            raise SsrkitError("--jobs must be at least 1")
-        return s
+    def slot(self) -> ContextManager[None]: ...
 
-    @property
-    def wall_budget(self) -> float:
-        """`budget`, or by default what the checks' runs take when each takes its whole time (the original,
-        bug, bug+weaken and one inverse-mutation run, and the flaky runs): a hostile artifact costs this much
-        of a run slot and no more."""
-        if self.budget:
-            return self.budget
-        return (4 + self.flaky_runs) * (self.timeout + self.parser_timeout)
-
-    def key(self) -> str:
-        d = asdict(self)
-        d.pop("jobs")
-        d.pop("cache")
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+    def fingerprint(self, source: RepoSource) -> str: ...
 
 
 @dataclass
@@ -112,124 +58,10 @@ class Check:
     seconds: float = 0.0
 
 
-@dataclass
-class Report:
-    """What `validation.json` holds (one element of `ssrkit validate --json`)."""
-
-    artifact: str
-    valid: bool
-    checks: list[Check]
-    #: the tests the bug breaks and those it leaves passing, as bug_breaks measured them (also when a later
-    #: check fails; empty when bug_breaks did not run): only a valid artifact's are a task's
-    fail_to_pass: list[str]
-    pass_to_pass: list[str]
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    runs: dict[str, Any] = field(default_factory=dict)
-    #: the original run (and the parser's verdict on it) came from the original-run cache: no command ran for it
-    original_cached: bool = False
-    source: dict[str, Any] = field(default_factory=dict)
-    #: the thresholds used, and `isolation`: what the sandbox isolated while the artifact's code ran
-    settings: dict[str, Any] = field(default_factory=dict)
-    content_id: str = ""
-    settings_key: str = ""
-    #: `sandbox.environment_key` of the validating process: a verdict is reused only under the same one
-    environment: str = ""
-    seconds: float = 0.0
-    #: {"seconds": the artifact's budget of test runs (`Settings.wall_budget`), "used": what its runs took}
-    budget: dict[str, float] = field(default_factory=dict)
-    created: str = ""
-    ssrkit_version: str = __version__
-    #: raw logs of the runs, written to logs/ rather than into validation.json
-    logs: dict[str, str] = field(default_factory=dict, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("logs")
-        d["checks"] = [asdict(c) | {"seconds": round(c.seconds, 3)} for c in self.checks]
-        d["seconds"] = round(self.seconds, 3)
-        return d
-
-    @property
-    def first_failure(self) -> Check | None:
-        return next((c for c in self.checks if c.status == FAIL), None)
-
-
-# -- test-like files -------------------------------------------------------------------------------
-
-
-# -- the original-run cache ------------------------------------------------------------------------
-
-def cache_dir() -> Path:
-    """Where original-code runs are cached (`store.cache`)."""
-    return original_runs_dir()
-
-
-class OriginalRunCache:
-    """Original-code runs keyed by (repository state, test script, parser, timeout); in memory and on disk."""
-
-    def __init__(self, enabled: bool = True):
-        self.enabled = enabled
-        self._mem: dict[str, dict[str, Any]] = {}
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    @staticmethod
-    def key(fingerprint: str, environment: str, script: str, parser: str, timeout: float) -> str:
-        """`fingerprint`: the repository state; `environment`: what the commands run with (`environment_key`)."""
-        h = hashlib.sha256()
-        for part in (fingerprint, environment, script, parser, f"{timeout:g}", __version__):
-            h.update(part.encode("utf-8", "replace") + b"\0")
-        return h.hexdigest()[:32]
-
-    @contextmanager
-    def lock(self, key: str) -> Iterator[None]:
-        """Artifacts sharing a key wait for the first one's run instead of repeating it."""
-        with self._guard:
-            lk = self._locks.setdefault(key, threading.Lock())
-        with lk:
-            yield
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        if not self.enabled:
-            return None
-        if key in self._mem:
-            self.hits += 1
-            return self._mem[key]
-        p = cache_dir() / f"{key}.json"
-        if p.is_file():
-            try:
-                entry = read_json(p)
-                entry["log"] = (cache_dir() / f"{key}.log").read_text(encoding="utf-8")
-            except (OSError, ValueError):
-                return None
-            self._mem[key] = entry
-            self.hits += 1
-            return entry
-        return None
-
-    def put(self, key: str, entry: dict[str, Any]) -> None:
-        self.misses += 1
-        if not self.enabled:
-            return
-        self._mem[key] = entry
-        try:
-            d = cache_dir()
-            d.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(d / f"{key}.log", entry["log"])
-            atomic_write_json(d / f"{key}.json", {k: v for k, v in entry.items() if k != "log"})
-        except OSError:
-            pass  # the cache is an optimization; a read-only home must not fail validation
-
-
-# -- one validation --------------------------------------------------------------------------------
-
 class _Context:
     """Everything the checks share for one artifact: files, parsed diffs, sandboxes and runs."""
 
-    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: "Validator",
+    def __init__(self, artifact: Artifact, source: RepoSource, settings: Settings, engine: Engine,
                  known: dict[str, TestRun] | None = None):
         self.artifact = artifact
         self.source = source
@@ -621,9 +453,6 @@ def check_inverse_mutation(ctx: _Context) -> tuple[str, str]:
     return PASS, f"each of the {len(names)} changed files contributes"
 
 
-#: runs a caller may hand to `Validator.validate(..., known=)`: the artifact's bug on the original code
-KNOWN_RUNS = ("bug",)
-
 CHECKS: dict[str, tuple[CheckFn, tuple[str, ...]]] = {
     "files": (check_files, ()),
     "diffs_parse": (check_diffs_parse, ("files",)),
@@ -637,79 +466,6 @@ CHECKS: dict[str, tuple[CheckFn, tuple[str, ...]]] = {
     "weaken_hides": (check_weaken_hides, ("bug_breaks",)),
     "inverse_mutation": (check_inverse_mutation, ("bug_breaks",)),
 }
-
-
-class Validator:
-    """Validates artifacts; holds what is shared across them (cache, run slots, sandbox settings)."""
-
-    def __init__(self, settings: Settings, *, backend: str = "auto", options: SandboxOptions | None = None):
-        self.settings = settings
-        self.backend = backend
-        self.options = options or SandboxOptions()
-        self.cache = OriginalRunCache(settings.cache)
-        self.slots = RunSlots(settings.jobs)
-        self._fingerprints: dict[RepoSource, str] = {}
-        self._fp_lock = threading.Lock()
-        #: what the sandboxes' commands run with (part of the original-run cache's key)
-        self.environment = environment_key(self.options)
-
-    @contextmanager
-    def slot(self) -> Iterator[None]:
-        """At most `jobs` test runs at once, whatever mix of artifacts and inverse runs asks."""
-        with self.slots.run():
-            yield
-
-    def open(self, source: RepoSource):
-        return open_sandbox(source, self.backend, self.options)
-
-    def fingerprint(self, source: RepoSource) -> str:
-        from .sandbox.factory import fingerprint
-
-        with self._fp_lock:
-            if source not in self._fingerprints:
-                self._fingerprints[source] = fingerprint(source)
-            return self._fingerprints[source]
-
-    def validate(self, artifact: Artifact, source: RepoSource, *, known: dict[str, TestRun] | None = None) -> Report:
-        """Run every check on one artifact; nothing is written (see `write_report`).
-
-        `known` maps a run's name (`KNOWN_RUNS`) to a run of exactly that state (original code + the named
-        diffs, this artifact's test script and parser) that the caller made earlier, to use instead of
-        running it again: the injector, which has just run an artifact's tests with its bug applied, hands
-        over `{"bug": run}`."""
-        unknown = sorted(set(known or {}) - set(KNOWN_RUNS))
-        if unknown:
-            raise ValueError(f"known runs {unknown} are not among {KNOWN_RUNS}")
-        started = time.monotonic()
-        ctx = _Context(artifact, source, self.settings, self, known)
-        with self.slots.artifact():
-            try:
-                _run_checks(ctx)
-            finally:
-                ctx.close()
-        checks = [ctx.results[n] for n in CHECK_NAMES]
-        valid = all(c.status in (PASS, WARN) for c in checks)
-        return Report(
-            artifact=str(artifact.path),
-            valid=valid,
-            checks=checks,
-            fail_to_pass=ctx.fail_to_pass,  # what bug_breaks measured, whatever a later check says
-            pass_to_pass=ctx.pass_to_pass,
-            warnings=ctx.warnings,
-            notes=ctx.notes,
-            original_cached=ctx.original_cached,
-            runs={name: _run_entry(name, run) for name, run in ctx.runs.items()},
-            source=source.to_dict(),
-            settings={**{k: v for k, v in asdict(self.settings).items() if k not in ("jobs", "cache")},
-                      "isolation": ctx.isolation},
-            content_id=artifact.content_id(),
-            settings_key=self.settings.key(),
-            environment=self.environment,
-            seconds=time.monotonic() - started,
-            budget={"seconds": self.settings.wall_budget, "used": round(ctx.used, 3)},
-            created=now_iso(),
-            logs=_logs(ctx.runs),
-        )
 
 
 def _run_checks(ctx: _Context) -> None:
@@ -726,125 +482,3 @@ def _run_checks(ctx: _Context) -> None:
         except (PatchError, _Stop) as e:
             status, message = FAIL, str(e)
         results[name] = Check(name, status, clip(message), time.monotonic() - t0)
-
-
-def _logs(runs: dict[str, TestRun]) -> dict[str, str]:
-    """The raw logs of the runs, and the parser's stderr of those whose parse failed."""
-    out = {log_path(name): run.log for name, run in runs.items()}
-    out.update({parser_stderr_path(name): run.parser_stderr for name, run in runs.items() if run.parser_stderr})
-    return out
-
-
-def _run_entry(name: str, run: TestRun) -> dict[str, Any]:
-    return run.summary() | {"log": log_path(name)}
-
-
-def write_report(artifact: Artifact, report: Report) -> None:
-    """Write the raw logs, then validation.json (last, so its presence means the logs are there)."""
-    for relpath, log in report.logs.items():
-        artifact.write_text(relpath, log)
-    artifact.write_json(VALIDATION, report.to_dict())
-
-
-def validate_all(
-    items: list[tuple[Artifact, RepoSource]],
-    validator: Validator,
-    *,
-    redo: bool = False,
-    write: bool = True,
-    on_done: Callable[[Artifact, dict[str, Any], bool], None] | None = None,
-    executor: "Executor | None" = None,
-) -> list[dict[str, Any]]:
-    """Validate many artifacts, `jobs` at a time; reuse an up-to-date validation.json unless `redo`.
-
-    Returns the validation.json objects in the order given. `on_done(artifact, result, reused)` is called
-    as each finishes (progress bars). Each validation is a unit of `executor` (default: the local thread
-    pool of `jobs`); whichever ran it, this process writes the report.
-    """
-    from .executor import LocalExecutor, run_units
-
-    results: dict[int, dict[str, Any]] = {}
-    todo: list[int] = []
-    for i, (artifact, source) in enumerate(items):
-        old = None if redo else previous_report(artifact, validator.settings, source, validator.environment)
-        if old is not None:
-            results[i] = old
-            if on_done:
-                on_done(artifact, old, True)
-        else:
-            todo.append(i)
-    ex = executor or LocalExecutor(min(validator.settings.jobs, max(1, len(todo))))
-    spec: Any = (ValidatorSpec(validator.settings, validator.backend, validator.options, validator.environment)
-                 if ex.portable else validator)
-
-    def done(k: int, report: Report) -> None:
-        artifact = items[todo[k]][0]
-        report.environment = validator.environment  # this process's, which the next reuse compares with
-        if write:
-            write_report(artifact, report)
-        results[todo[k]] = report.to_dict()
-        if on_done:
-            on_done(artifact, results[todo[k]], False)
-
-    try:
-        run_units(ex, validate_unit, [(spec, ex.artifact_ref(items[i][0].path, skip=(ATTEMPTS,)),
-                                       ex.source_ref(items[i][1])) for i in todo], done)
-    finally:
-        if executor is None:
-            ex.close()
-    return [results[i] for i in range(len(items))]
-
-
-def previous_report(artifact: Artifact, settings: Settings, source: RepoSource,
-                    environment: str) -> dict[str, Any] | None:
-    """A saved validation.json still valid for these files, settings, source and environment (so batch runs
-    skip it): a verdict made with a virtualenv active, or before a `pip install`, is no answer without it."""
-    try:
-        data = artifact.validation
-    except SsrkitError:
-        return None
-    if not data:
-        return None
-    if (data.get("content_id") != artifact.content_id() or data.get("settings_key") != settings.key()
-            or data.get("source") != source.to_dict() or data.get("environment") != environment):
-        return None
-    return data
-
-
-# -- validate one artifact ------------------------------------------------------------------------------
-
-@dataclass
-class ValidatorSpec:
-    """What a node needs to build the driver's Validator (one per worker process, kept for its cache)."""
-
-    settings: Any
-    backend: str
-    options: SandboxOptions
-    #: the driver's `environment_key`: what the reports record, so the driver's next run can reuse them
-    environment: str = ""
-
-
-_validators: dict[str, Any] = {}
-
-
-def cached_validator(spec: Any) -> "Validator":
-    """The Validator of `spec` on this machine: the driver's own, or one built once per worker process (its
-    original-run cache is kept across the units of a run)."""
-    if isinstance(spec, Validator):
-        return spec
-    key = repr(spec)
-    if key not in _validators:
-        # one sandbox slot per unit: the inverse-mutation runs of an artifact share it
-        _validators[key] = Validator(replace(spec.settings, jobs=1), backend=spec.backend, options=spec.options)
-    return _validators[key]
-
-
-def validate_unit(spec: Any, ref: ArtifactRef, sref: SourceRef):
-    """The Report of one artifact (not written)."""
-    validator = cached_validator(spec)
-    with scratch_for(ref) as scratch:
-        path = ref.materialize(scratch) if scratch is not None else Path(ref.origin)
-        source = sref.materialize()
-        report = validator.validate(Artifact(path), source)
-    report.source = sref.source.to_dict()
-    return relabel(report, path_mapping(path, ref, source, sref))
