@@ -101,6 +101,7 @@ class ScriptedServer:
         self.script = script
         self.model = model
         self.models = models if models is not None else [model]
+        self.cards: list[dict[str, Any]] | None = None  # set: /v1/models lists these (vLLM's id, root, parent)
         self.lora_log: str | None = None  # set: LoRA adapters can be loaded (their paths are appended to this file)
         self.api_key = api_key
         self.token_ids = token_ids
@@ -261,7 +262,7 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, None)
             elif path == "/v1/models":
                 if self._authorized():
-                    self._send(200, {"object": "list", "data": [
+                    self._send(200, {"object": "list", "data": server.cards if server.cards is not None else [
                         {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
                         for m in server.models]})
             else:

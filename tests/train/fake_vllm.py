@@ -69,6 +69,13 @@ def digest(tensor):
     return hashlib.sha256(tensor.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
+def served_names(args):
+    if "--served-model-name" not in args:
+        return []
+    rest = args[args.index("--served-model-name") + 1:]
+    return [a for a in rest[: next((i for i, a in enumerate(rest) if a.startswith("--")), len(rest))]]
+
+
 def weight_transfer_enabled(args):
     config = json.loads(option(args, "--weight-transfer-config", "{}"))
     return os.environ.get("VLLM_SERVER_DEV_MODE") == "1" and config.get("backend") == "nccl"
@@ -83,7 +90,8 @@ def main():
     checkpoint = args[1]
     port = int(option(args, "--port", "8000"))
     host = option(args, "--host", "127.0.0.1")
-    name = option(args, "--served-model-name", checkpoint)
+    names = served_names(args) or [checkpoint]  # vLLM's nargs="+": every name is listed, the first answers
+    name = names[0]
     if os.environ.get("FAKE_VLLM_FAIL"):
         print("fake vllm: failing on purpose", flush=True)
         sys.exit(3)
@@ -92,7 +100,7 @@ def main():
         with open(os.environ["FAKE_VLLM_CHILD_PID"], "w") as fh:
             fh.write(str(child.pid))
     time.sleep(float(os.environ.get("FAKE_VLLM_DELAY", "0")))
-    models = [{"id": name, "object": "model", "root": checkpoint, "parent": None}]
+    models = [{"id": n, "object": "model", "root": checkpoint, "parent": None} for n in names]
     lora_enabled = "--enable-lora" in args and os.environ.get("VLLM_ALLOW_RUNTIME_LORA_UPDATING") == "True"
     receiver = WeightReceiver() if weight_transfer_enabled(args) else None
 
