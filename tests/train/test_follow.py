@@ -124,9 +124,8 @@ def test_user_errors_and_a_second_follower(tmp_path, base, tiny_model_dir):
     proc = subprocess.run([sys.executable, "-m", "ssrkit.train", "arts", "--follow", str(tmp_path), "--model", str(base)],
                           capture_output=True, text=True, env={**__import__("os").environ, **env})
     assert proc.returncode == 2 and "drop the ARTIFACTS" in proc.stderr and "Traceback" not in proc.stderr
-    with pytest.raises(Exception, match="not a self-play run directory"):
-        follow(config(base, tmp_path), tmp_path)
-    (tmp_path / "round-001").mkdir()
+    with pytest.raises(Exception, match="no such run directory"):
+        follow(config(base, tmp_path / "missing"), tmp_path / "missing")
     held = store.lock(tmp_path)
     try:
         with pytest.raises(Exception, match=r"another `train --follow` \(pid \d+\)"):

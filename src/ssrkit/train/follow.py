@@ -29,7 +29,6 @@ from transformers import AutoTokenizer
 from ssrkit.store import follow as store
 from ssrkit.store.artifact import now_iso
 from ssrkit.store.policy import PolicyVersion, child_version, read_version, write_version
-from ssrkit.store.runs import round_numbers
 from ssrkit.train import checkpoint as ckpt
 from ssrkit.train.advantages import AdvantageOptions, compute_advantages
 from ssrkit.train.batching import collate_rows
@@ -263,9 +262,9 @@ def follow(cfg: TrainConfig, run: Path, on_event: Event | None = None) -> dict[s
     `on_event(name, step)` runs at "saved", "ledger_appended", "committed" and "refreshed" (tests stop there)."""
     on_event = on_event or (lambda name, step: None)
     run = Path(run).resolve()
-    if not run.is_dir() or not round_numbers(run) and not store.committed_steps(run):
-        raise TrainError(f"{run} is not a self-play run directory (no round-NNN/ in it): pass the RUN of "
-                         "`make -f recipes/selfplay.mk` (or of your own producers)")
+    if not run.is_dir():
+        raise TrainError(f"no such run directory: {run} (the RUN of `make -f recipes/selfplay.mk`, or of your own "
+                         "producers; create it to start training before the first round)")
     lock = store.lock(run)
     try:
         f = open_follow(cfg, run)
