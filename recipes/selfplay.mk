@@ -81,6 +81,15 @@ MAX_TOKENS ?=#                  tokens per model reply (default 4096)
 TRAIN ?= auto#                  auto: train between rounds when POLICY is set and torch is importable
 TRAIN_LAUNCH ?= $(SSRKIT) train#  e.g. accelerate launch --config_file recipes/accelerate/ddp.yaml -m ssrkit train
 TRAIN_ARGS ?=
+# continuous self-play (`make -f recipes/selfplay.mk continuous`, issue 28): producers run rounds again and again
+# against the served policy while `ssrkit train --follow RUN` trains on their groups and refreshes the server
+CONTINUOUS ?= no#               yes inside `continuous`: rounds do not train or move the server; agents follow it
+DURATION ?= 0#                  continuous: seconds until RUN/STOP is touched (0: until `make ... continuous-stop`)
+MAX_ROUNDS ?= 0#                continuous: stop after this many rounds (0: no limit)
+CHUNK ?= 2#                     continuous: rounds per make invocation
+FOLLOW_ARGS ?=#                 continuous: extra `ssrkit train --follow` flags, e.g. --max-staleness 4 --groups-per-step 4
+SERVER_WAIT ?= 1800#            continuous: seconds an agent's turn waits for a server restarting for a refresh
+LORA_KEEP ?= 2#                 continuous, SERVE_STRATEGY=lora: adapters kept loaded (requests on the previous finish)
 
 # -- tools --------------------------------------------------------------------------------------------
 SSRKIT ?= ssrkit
@@ -124,6 +133,9 @@ DO_TRAIN :=
 else
 $(error TRAIN must be auto, yes or no, not '$(TRAIN)')
 endif
+ifeq ($(CONTINUOUS),yes)
+DO_TRAIN :=# the follower trains
+endif
 
 # -- command lines ------------------------------------------------------------------------------------
 # (expanded when a step runs, so a missing endpoint is reported by the step that needs it)
@@ -150,9 +162,14 @@ serve = $(if $(and $(filter yes,$(SERVE)),$(filter llm,$(2))),$(call need,POLICY
   $(HELPER) server ensure --run $(RUN) --checkpoint "$(call policy,$(1))" --port $(SERVE_PORT) --name $(SERVED_MODEL) \
     --command '$(SERVE_COMMAND)' --vllm-args '$(SERVE_ARGS)' --env '$(SERVE_ENV)' --timeout $(SERVE_TIMEOUT) \
     --ssrkit '$(SSRKIT)' --strategy $(SERVE_STRATEGY))
+ifeq ($(CONTINUOUS),yes)
+# the follower moves the server; agents send the base name and follow its newest version ([agent] follow_policy)
+serve =
+served = $(1)
+endif
 
 # -- targets ------------------------------------------------------------------------------------------
-.PHONY: all rounds report config status stop-server help check-repos $(addprefix round-,$(ROUND_NUMS))
+.PHONY: all rounds report config status stop-server help check-repos continuous continuous-stop $(addprefix round-,$(ROUND_NUMS))
 
 all: $(RUN)/report.json
 	$(SSRKIT) report $(RUN) --no-plots
@@ -190,7 +207,7 @@ config: check-repos
 	  --set validate.timeout=$(TIMEOUT) --set validate.min_passing_tests=$(MIN_PASSING_TESTS) \
 	  --set validate.min_failing_tests=$(MIN_FAILING_TESTS) --set validate.min_changed_files=$(MIN_CHANGED_FILES) \
 	  --set validate.jobs=$(JOBS) --set solve.jobs=$(JOBS) --set solve.hide='["$(abspath $(RUN))"]' \
-	  --set reward.alpha=$(ALPHA) --set agent.max_turns=$(MAX_TURNS)
+	  --set reward.alpha=$(ALPHA) --set agent.max_turns=$(MAX_TURNS)$(if $(filter yes,$(CONTINUOUS)), --set agent.follow_policy=true --set agent.server_wait=$(SERVER_WAIT))
 
 status:
 	@$(HELPER) status $(RUN) $(ROUNDS) $(REPO_NAMES)
@@ -198,12 +215,26 @@ status:
 stop-server:
 	$(HELPER) server stop --run $(RUN) --ssrkit '$(SSRKIT)'
 
+# one command: the trainer follows RUN, the server serves its newest step, producers play rounds until stopped
+continuous: check-repos
+	$(call need,POLICY,continuous self-play trains POLICY=CHECKPOINT_DIR)
+	$(HELPER) continuous --run $(RUN) --mode $(MODE) --make '$(MAKE) -f $(SELFPLAY_MK)' --chunk $(CHUNK) \
+	  --duration $(DURATION) --max-rounds $(MAX_ROUNDS) --train-launch '$(TRAIN_LAUNCH)' --policy '$(POLICY)' \
+	  --follow-args '$(if $(filter lora,$(SERVE_STRATEGY)),--lora) $(FOLLOW_ARGS)' --ssrkit '$(SSRKIT)' \
+	  $(if $(filter yes,$(SERVE)),--serve '--port $(SERVE_PORT) --name $(SERVED_MODEL) --command "$(SERVE_COMMAND)" \
+	    --vllm-args "$(SERVE_ARGS)" --env "$(SERVE_ENV)" --timeout $(SERVE_TIMEOUT) --strategy $(SERVE_STRATEGY) \
+	    --lora-keep $(LORA_KEEP)')
+
+continuous-stop:
+	touch $(RUN)/STOP
+
 # -- one round ----------------------------------------------------------------------------------------
 # $(1) round id (001), $(2) the previous round's id (empty for the first), $(3) the round number (1)
 define ROUND
 round-$(3): $(RUN)/round-$(1)/.done/end
 
 $(RUN)/round-$(1)/.done/start: $(if $(2),$(RUN)/round-$(2)/.done/end) | config
+	$(if $(filter yes,$(CONTINUOUS)),@test ! -e $(RUN)/STOP || { echo "$(RUN)/STOP exists: no new round"; exit 3; })
 	@mkdir -p $$(@D) $(RUN)/round-$(1)/logs
 	cp $(CFG) $(RUN)/round-$(1)/ssrkit.toml
 	@touch $$@
@@ -280,12 +311,14 @@ help:
 	@echo "recipes/selfplay.mk — full self-play rounds (see recipes/README.md)"
 	@echo
 	@echo "targets:  all (default: every round, then the report)  rounds  round-K  report  status  config  stop-server"
+	@echo "          continuous (producers + train --follow until DURATION or continuous-stop)  continuous-stop"
 	@echo
 	@echo "variables (current values):"
 	@$(foreach v,MODE RUN REPOS ROUNDS N STRATEGIES INJECTOR SOLVER ATTEMPTS JOBS EXECUTOR RAY_ADDRESS SEED ALPHA OLD_RATIO \
 	  RETIRE_AFTER HIGHER_MAX BUDGET_RUNS PARTIAL TIMEOUT MIN_PASSING_TESTS MIN_FAILING_TESTS MIN_CHANGED_FILES CONFIG BASE_URL MODEL \
 	  INJECT_BASE_URL INJECT_MODEL SOLVE_BASE_URL SOLVE_MODEL API_KEY_ENV TEMPERATURE MAX_TURNS MAX_TOKENS TOKEN_IDS SERVE POLICY \
 	  SERVE_PORT SERVED_MODEL SERVE_COMMAND SERVE_ARGS SERVE_ENV SERVE_STRATEGY SERVE_TIMEOUT TRAIN TRAIN_LAUNCH TRAIN_ARGS \
-	  INJECT_ARGS VALIDATE_ARGS SOLVE_ARGS HIGHER_ARGS SSRKIT PYTHON VENV_BIN VERBOSE,\
+	  INJECT_ARGS VALIDATE_ARGS SOLVE_ARGS HIGHER_ARGS SSRKIT PYTHON VENV_BIN VERBOSE \
+  DURATION MAX_ROUNDS CHUNK FOLLOW_ARGS SERVER_WAIT LORA_KEEP,\
 	  printf '  %-18s %s\n' '$(v)' '$($(v))';)
 	@echo "  (training between rounds: $(if $(DO_TRAIN),on,off))"

@@ -14,6 +14,11 @@
         with --strategy nccl moved in place (`ssrkit serve DIR --refresh`).
     selfplay_helper.py status RUN ROUNDS REPO...
         Which steps of which rounds are done.
+    selfplay_helper.py continuous --run RUN --make 'make -f selfplay.mk' --train-launch CMD --policy DIR ...
+        Continuous self-play: start `ssrkit train --follow RUN` in the background (log RUN/follow/train.log,
+        pid RUN/follow/trainer.pid), serve its first step (--serve 'server ensure flags'), then run rounds with
+        CONTINUOUS=yes, CHUNK at a time, until RUN/STOP exists (`continuous-stop`, or DURATION passed) or
+        MAX_ROUNDS; then stop the trainer at a step boundary (SIGTERM), the server, and report.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -231,6 +239,8 @@ def cmd_server(args: argparse.Namespace) -> int:
                "--command", args.command, "--timeout", str(args.timeout), "--strategy", args.strategy, "--json"]
         if args.vllm_args:
             cmd += ["--vllm-args", args.vllm_args]
+        if args.lora_keep > 1:
+            cmd += ["--lora-keep", str(args.lora_keep)]
         for pair in shlex.split(args.env):
             cmd += ["--env", pair]
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
@@ -281,6 +291,81 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_trainer(args: argparse.Namespace, run: Path) -> subprocess.Popen:
+    """`TRAIN_LAUNCH --follow RUN` in the background; returns once its first step (the root) is committed."""
+    follow = run / "follow"
+    follow.mkdir(parents=True, exist_ok=True)
+    cmd = [*shlex.split(args.train_launch), "--follow", str(run), "--model", args.policy,
+           *(["--refresh-pid-file", str(run / "serve" / "vllm.pid")] if args.serve else []),
+           *shlex.split(args.follow_args)]
+    print(f"selfplay: training continuously: {shlex.join(cmd)} (log: {follow / 'train.log'})", flush=True)
+    with open(follow / "train.log", "ab") as log:
+        trainer = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    (follow / "trainer.pid").write_text(f"{trainer.pid}\n")
+    while not list(follow.glob("checkpoints/step-*/policy.json")):
+        if trainer.poll() is not None:
+            tail = (follow / "train.log").read_text(errors="replace").strip().splitlines()[-5:]
+            raise SystemExit("error: the trainer exited before its first step:\n  " + "\n  ".join(tail))
+        time.sleep(1)
+    return trainer
+
+
+def _stop_trainer(trainer: subprocess.Popen) -> None:
+    """SIGTERM: the trainer ends at its next step boundary; a step can take long, so wait, then kill (safe: a
+    step commits by one rename)."""
+    if trainer.poll() is None:
+        trainer.send_signal(signal.SIGTERM)
+        try:
+            trainer.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            trainer.kill()
+            trainer.wait()
+
+
+def cmd_continuous(args: argparse.Namespace) -> int:
+    if args.mode != "model":
+        print("error: continuous self-play trains the model: MODE=model (with POLICY, and SERVE=yes or BASE_URL)",
+              file=sys.stderr)
+        return 2
+    run = Path(args.run)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "STOP").unlink(missing_ok=True)
+    if not args.serve:
+        print("selfplay: warning: nothing refreshes the server at BASE_URL: producers keep sampling the policy it "
+              "serves, and staleness grows with every step", file=sys.stderr)
+    trainer = _start_trainer(args, run)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    code = 0
+    try:
+        if args.serve:
+            root = sorted(run.glob("follow/checkpoints/step-*/policy.json"))[-1].parent
+            code = main(["server", "ensure", "--run", str(run), "--checkpoint", str(root), "--ssrkit", args.ssrkit,
+                         *shlex.split(args.serve)])
+        done = len(list(run.glob("round-*/.done/end")))
+        while code == 0 and not (run / "STOP").exists():
+            upto = done + args.chunk if not args.max_rounds else min(done + args.chunk, args.max_rounds)
+            timer = threading.Timer(max(0.0, deadline - time.monotonic()), (run / "STOP").touch) if deadline else None
+            if timer:
+                timer.start()
+            proc = subprocess.run([*shlex.split(args.make), "CONTINUOUS=yes", f"ROUNDS={upto}", "rounds"])
+            if timer:
+                timer.cancel()
+            if proc.returncode != 0 and not (run / "STOP").exists():
+                print(f"error: a round failed (make exited {proc.returncode}); see {run}/round-*/logs",
+                      file=sys.stderr)
+                code = proc.returncode
+            done = upto
+            if args.max_rounds and done >= args.max_rounds:
+                break
+    finally:
+        _stop_trainer(trainer)
+        if args.serve:
+            main(["server", "stop", "--run", str(run), "--ssrkit", args.ssrkit])
+    if code == 0:
+        subprocess.run([*shlex.split(args.ssrkit), "report", str(run), "--no-plots"])
+    return code
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="selfplay_helper.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -312,7 +397,21 @@ def main(argv: list[str]) -> int:
     s.add_argument("--ssrkit", default="ssrkit")
     # lora names each adapter anew (policy-1, policy-2, ...): the steps ask `model` for the current name
     s.add_argument("--strategy", default="restart", choices=["restart", "lora", "nccl"])
+    s.add_argument("--lora-keep", type=int, default=1)
     s.set_defaults(fn=cmd_server)
+    k = sub.add_parser("continuous")
+    k.add_argument("--run", required=True)
+    k.add_argument("--mode", default="model")
+    k.add_argument("--make", required=True)
+    k.add_argument("--chunk", type=int, default=2)
+    k.add_argument("--duration", type=float, default=0.0)
+    k.add_argument("--max-rounds", type=int, default=0)
+    k.add_argument("--train-launch", required=True)
+    k.add_argument("--policy", required=True)
+    k.add_argument("--follow-args", default="")
+    k.add_argument("--ssrkit", default="ssrkit")
+    k.add_argument("--serve", default="", help="`server ensure` flags; empty: no server (BASE_URL's)")
+    k.set_defaults(fn=cmd_continuous)
     m = sub.add_parser("model")
     m.add_argument("--run", required=True)
     m.add_argument("--default", default="")

@@ -25,6 +25,11 @@ and environment each needs are set when it is chosen):
   vLLM and a CUDA GPU the server's workers do not use; the data plane is a `WeightTransport`, which tests replace
   with a gloo stand-in on the CPU.
 
+Policy versions (`store.policy`): a checkpoint with a policy.json is also served under its alias
+(`ssrkit-policy-s000012-3f2a9c1e0b7d`, a second `--served-model-name`; LoRA adapters are named by it), so clients
+read from `/v1/models` which version answers them. The nccl strategy updates weights in place, which a model name
+cannot follow: it serves no alias, and clients record the version as unknown.
+
 A server started elsewhere (`ssrkit serve --detach`) is found again with `PolicyServer.attach`, or through its
 pid file with `attach_detached` / `refresh_detached` / `stop_detached`.
 """
@@ -50,6 +55,7 @@ from typing import IO, Any, Callable, Iterable, Protocol
 from .errors import SsrkitError
 from .store.fsutil import atomic_write_json, atomic_write_text
 from .store.hf_checkpoint import declared_dtype
+from .store.policy import PolicyError, PolicyVersion, alias, read_version
 
 
 class ServeError(SsrkitError):
@@ -69,6 +75,7 @@ class ServeConfig:
     poll_interval: float = 0.5
     log_file: Path | None = None  # the server's stdout+stderr (appended); None = our stderr
     env: dict[str, str] = field(default_factory=dict)
+    lora_keep: int = 1  # lora strategy: adapters kept loaded (2: a request begun on the previous one finishes)
 
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 5.0) -> tuple[int, str]:
@@ -163,16 +170,24 @@ class RestartStrategy:
 
 
 class LoRAStrategy:
-    """Hot-swap a LoRA adapter into the running server (the base checkpoint stays loaded)."""
+    """Hot-swap a LoRA adapter into the running server (the base checkpoint stays loaded). A versioned adapter is
+    named by its alias (`store.policy`), others `PREFIX-N`; the newest `keep` adapters stay loaded."""
 
-    def __init__(self, name_prefix: str = "policy", loaded: list[str] | None = None):
+    def __init__(self, name_prefix: str = "policy", loaded: list[str] | None = None, keep: int = 1):
         self.name_prefix = name_prefix
         self.loaded: list[str] = list(loaded or [])  # adapters the server holds (a reattached server's, too)
+        self.keep = max(1, keep)
 
     def next_name(self) -> str:
         """`PREFIX-N`, N one past the newest loaded adapter: vLLM refuses a name that is already loaded."""
-        numbers = [int(n.rsplit("-", 1)[1]) for n in self.loaded if n.rsplit("-", 1)[-1].isdigit()]
+        numbers = [int(n.rsplit("-", 1)[1]) for n in self.loaded
+                   if n.startswith(self.name_prefix + "-") and n.rsplit("-", 1)[-1].isdigit()]
         return f"{self.name_prefix}-{max(numbers, default=0) + 1}"
+
+    def name_for(self, checkpoint: str) -> str:
+        version = policy_of(checkpoint)
+        name = alias(version) if version is not None else self.next_name()
+        return self.next_name() if name in self.loaded else name
 
     def prepare(self, config: ServeConfig) -> None:
         if "--enable-lora" not in config.args:
@@ -180,7 +195,7 @@ class LoRAStrategy:
         config.env = {**config.env, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"}
 
     def refresh(self, server: "PolicyServer", checkpoint: str) -> None:
-        name = self.next_name()
+        name = self.name_for(checkpoint)
         status, text = _http(
             "POST",
             f"{server.url}/v1/load_lora_adapter",
@@ -189,11 +204,13 @@ class LoRAStrategy:
         )
         if status != 200:
             raise ServeError(f"loading LoRA adapter {checkpoint} failed ({status}): {text.strip()[:300]}")
-        for old in self.loaded:  # keep GPU memory flat: only the newest adapter stays
+        self.loaded.append(name)
+        for old in self.loaded[: -self.keep]:  # keep GPU memory flat: only the newest `keep` adapters stay
             _http("POST", f"{server.url}/v1/unload_lora_adapter", {"lora_name": old})
-        self.loaded = [name]
+        self.loaded = self.loaded[-self.keep:]
         server.model = name
         server.checkpoint = str(checkpoint)
+        server.policy = policy_of(checkpoint)
 
 
 class WeightTransport(Protocol):
@@ -451,6 +468,14 @@ def faithful_logprob_args(checkpoint: str | Path, user_args: list[str]) -> list[
     return out
 
 
+def policy_of(checkpoint: str | Path) -> PolicyVersion | None:
+    """The checkpoint's policy version, None when it has none (or an unreadable one: served, not versioned)."""
+    try:
+        return read_version(checkpoint)
+    except PolicyError:
+        return None
+
+
 def check_strategy(name: str) -> None:
     if name not in STRATEGIES:
         raise ServeError(f"unknown refresh strategy {name!r}: use one of {', '.join(STRATEGIES)}")
@@ -463,13 +488,15 @@ class PolicyServer:
         self.config = config or ServeConfig()
         if strategy is None:
             check_strategy(self.config.strategy)
-            strategy = STRATEGIES[self.config.strategy]()
+            strategy = LoRAStrategy(keep=self.config.lora_keep) if self.config.strategy == "lora" \
+                else STRATEGIES[self.config.strategy]()
         self.strategy = strategy
         self.strategy.prepare(self.config)
         self.process: subprocess.Popen | None = None  # set when we started it
         self.pid: int | None = None  # its process-group id, ours or attached
         self.checkpoint: str | None = None
         self.model: str | None = None  # the name clients send as `model`
+        self.policy: PolicyVersion | None = None  # the version it serves, when known (see served_names)
         self._log: IO[bytes] | None = None
 
     @classmethod
@@ -509,9 +536,20 @@ class PolicyServer:
         else:
             cmd = [*launcher, str(checkpoint)]
         cmd += ["--host", self.config.host, "--port", str(self.config.port)]
-        if self.config.served_model_name:
-            cmd += ["--served-model-name", self.config.served_model_name]
+        names = self.served_names(checkpoint)
+        if names:
+            cmd += ["--served-model-name", *names]
         return cmd + faithful_logprob_args(checkpoint, self.config.args) + list(self.config.args)
+
+    def served_names(self, checkpoint: str) -> list[str]:
+        """`--served-model-name` values: the name clients use first (responses say it; LoRA adapters hang off
+        it), then the alias of the checkpoint's version, unless the user names the model in `args` or the
+        strategy is nccl (an in-place update would make the alias lie)."""
+        version = policy_of(checkpoint)
+        user_named = any(a.split("=", 1)[0] == "--served-model-name" for a in self.config.args)
+        if version is None or user_named or self.config.strategy == "nccl":
+            return [self.config.served_model_name] if self.config.served_model_name else []
+        return [self.config.served_model_name or str(checkpoint), alias(version)]
 
     def start(self, checkpoint: str | Path, wait: bool = True) -> None:
         if self.running():
@@ -537,6 +575,7 @@ class PolicyServer:
         self.pid = self.process.pid
         self.checkpoint = str(checkpoint)
         self.model = self.config.served_model_name or str(checkpoint)
+        self.policy = policy_of(checkpoint) if len(self.served_names(str(checkpoint))) > 1 else None
         if wait:
             try:
                 self.wait_ready()
@@ -675,8 +714,10 @@ def record_detached(server: PolicyServer, pid_file: Path) -> None:
         "model": server.model,
         "started": start_time(server.pid) if server.pid is not None else None,
     }
+    state["policy"] = server.policy.turn() if server.policy is not None else None
     if isinstance(server.strategy, LoRAStrategy):
         state["lora_adapters"] = server.strategy.loaded
+        state["lora_keep"] = server.strategy.keep
     atomic_write_json(sidecar_path(pid_file), state)
     atomic_write_text(pid_file, f"{server.pid}\n")
 
@@ -710,8 +751,12 @@ def attach_detached(pid_file: Path) -> PolicyServer:
         raise ServeError(f"{sidecar} lacks a server setting ({exc!r}): stop the server and start it again") from None
     check_strategy(config.strategy)
     _check_recorded(pid_file, pid, state.get("started"))
-    strategy = LoRAStrategy(loaded=state.get("lora_adapters")) if config.strategy == "lora" else None
+    strategy = LoRAStrategy(loaded=state.get("lora_adapters"), keep=int(state.get("lora_keep") or 1)) \
+        if config.strategy == "lora" else None
     server = PolicyServer.attach(config, pid, checkpoint, model, strategy)
+    recorded = state.get("policy")
+    if isinstance(recorded, dict) and isinstance(recorded.get("step"), int) and isinstance(recorded.get("id"), str):
+        server.policy = PolicyVersion(recorded["step"], recorded["id"])
     if not server.running():
         raise ServeError(f"the server recorded in {pid_file} (process group {server.pid}) is not running")
     return server

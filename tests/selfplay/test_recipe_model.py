@@ -19,23 +19,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.paths import FIXTURES, ROOT
-from fixtures.recipe import PROFILE, recipe_cmd, recipe_env, run_recipe
+from fixtures.recipe import KEY, PROFILE, SCRIPT, recipe_cmd, recipe_env, run_recipe, start_server
 from fixtures.repos import make_calc_repo
-
-SCRIPT = FIXTURES / "scripted_selfplay.py"
-KEY = "sk-selfplay-secret-4711"
-
-
-def start_server(model: str, tmp: Path) -> tuple[subprocess.Popen, str]:
-    env = {**recipe_env(), "OPENAI_API_KEY": KEY}
-    proc = subprocess.Popen([sys.executable, str(FIXTURES / "scripted_server.py"), "--script", str(SCRIPT),
-                             "--model", model, "--require-key-env", "OPENAI_API_KEY",
-                             "--record", str(tmp / f"{model}.jsonl")],
-                            cwd=FIXTURES, env=env, stdout=subprocess.PIPE, text=True)
-    url = proc.stdout.readline().strip()
-    assert url.startswith("http://127.0.0.1:"), url
-    return proc, url
-
 
 def files_under(d: Path) -> list[Path]:
     return [p for p in d.rglob("*") if p.is_file()]

@@ -183,3 +183,32 @@ def test_strategy_mix_counts_each_valid_artifact_once_and_the_histogram_is_per_r
     assert all(isinstance(r["validity_by_strategy"], dict) for r in report["rounds"])
     plots = write_plots(report, tmp_path / "plots")
     assert [p.name for p in plots][-1] == "time.png" and plots[-1].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_continuous_training_shows_per_step_staleness_drops_and_waits(tmp_path):
+    """`train --follow`'s steps (RUN/follow/steps.jsonl) reach `ssrkit report`: totals in --json, a table in text;
+    a run nobody follows has no `continuous` key (issue #28 item 4)."""
+    from fixtures.runs import two_rounds_with_a_higher_order_artifact_made_twice
+    from typer.testing import CliRunner
+
+    from ssrkit.cli.main import app
+    from ssrkit.runs.report import build_report
+    from ssrkit.store.follow import append_steps_log
+
+    repo = tmp_path / "mylib"
+    repo.mkdir()
+    run = tmp_path / "run"
+    two_rounds_with_a_higher_order_artifact_made_twice(run, repo)
+    assert "continuous" not in build_report(run, learning=False)
+    for step, stale in ((1, 0), (2, 4)):
+        append_steps_log(run, {"step": step, "rollouts": 10, "staleness": {"0": 6, "1": 4} if step == 1 else
+                               {"0": 2, "3": 7, "unknown": 1}, "dropped": {"stale": stale, "zero_variance": 1},
+                               "wait_s": 5.0, "step_s": 2.0, "save_s": 0.5, "refresh_s": 0.5, "producer_wait_s": 1.5,
+                               "elapsed_s": 10.0 * step, "rollouts_per_hour": 3600.0})
+    totals = build_report(run, learning=False)["continuous"]["totals"]
+    assert totals["dropped"]["stale"] == 4 and totals["dropped"]["zero_variance"] == 2
+    assert totals["staleness"] == {"0": 8, "1": 4, "3": 7, "unknown": 1} and totals["trained"] == 20
+    assert totals["trainer_idle"] == pytest.approx(1 - 6.0 / 20.0)
+    out = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--no-learning"])
+    assert out.exit_code == 0, out.output
+    assert "continuous training" in out.output and "0:2 3:7 ?:1" in out.output and "trainer idle 70%" in out.output

@@ -10,7 +10,7 @@ from ssrkit.solve.solvers import RepairSolver, SolveContext, Solver, SolverOutpu
 from ssrkit.store.config import Config
 from ssrkit.verdict.patterns import DEFAULT_TEST_PATTERNS
 
-from .conftest import make_engine
+from fixtures.solving import make_engine
 
 SPEC = ["spec/*", "*_spec.py"]
 

@@ -68,6 +68,16 @@ def test_end_to_end_moves_logprobs_with_advantages(tmp_path, artifact_factory, t
     assert all((a - b) * adv > 0 for adv, b, a in moved), moved
     assert {e.role for e in examples} == {"solver", "injector"}
 
+    from ssrkit.store.policy import read_version
+
+    first = read_version(out)  # every checkpoint says which version it is: step = optimizer steps since the root
+    steps = sum(1 for _ in (out / "metrics.jsonl").open())
+    assert first.step == steps and first.parent is None and first.lineage == first.id
+    proc = cli(tmp_path / "arts", "--model", out, "--out", tmp_path / "out2", "--max-steps", "1", "--lr", "1e-9")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    second = read_version(tmp_path / "out2")
+    assert (second.step, second.parent, second.lineage) == (steps + 1, first.id, first.id)
+
 
 def invoke(*args):
     """The CLI function in-process (no interpreter start-up): exit code and stderr."""
@@ -118,7 +128,7 @@ def test_rollout_file_errors_exit_2_with_one_line(tmp_path, tiny_model_dir, tiny
     rollout has is an error, not a run on nothing."""
     import json
 
-    from train_helpers import conversation, make_trajectory
+    from fixtures.training import conversation, make_trajectory
 
     from ssrkit.rollout_file import rollout_record, write_rollouts
 

@@ -381,7 +381,7 @@ def test_cli_refresh_by_lora_keeps_the_process(fake_vllm, tmp_path):
         proc = cli(tmp_path / f"adapter-{n}", "--refresh", "--json", *common)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout) == {"base_url": f"http://127.0.0.1:{port}/v1", "model": f"policy-{n}",
-                                           "pid": pid}
+                                           "pid": pid, "policy": None}
         assert models_at(port) == ["policy", f"policy-{n}"]
     assert alive(pid) and int(pid_file.read_text()) == pid  # hot-swapped into the same server
     assert json.loads((tmp_path / "vllm.pid.json").read_text())["checkpoint"] == str(tmp_path / "adapter-3")
@@ -475,3 +475,49 @@ def test_cli_replicas_one_server_per_gpu_on_consecutive_ports(fake_vllm, tmp_pat
     proc = subprocess.run([*run, "ckpt", "--replicas", "2", "--pid-file", "x.pid"], env=env, capture_output=True,
                           text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 2 and "drop --pid-file" in proc.stderr
+
+
+def versioned(path: Path, step: int) -> Path:
+    from ssrkit.store.policy import child_version, write_version
+
+    path.mkdir(parents=True, exist_ok=True)
+    version = child_version(None, step)
+    write_version(path, version)
+    return path
+
+
+def test_a_versioned_checkpoint_is_served_under_its_alias_and_reported(fake_vllm, tmp_path):
+    from ssrkit.store.policy import alias, read_version
+
+    ckpt = versioned(tmp_path / "ckpt", 3)
+    name = alias(read_version(ckpt))
+    port, pid_file = free_port(), tmp_path / "vllm.pid"
+    common = ["--port", port, "--pid-file", pid_file, "--log", tmp_path / "v.log", "--timeout", 20]
+    proc = cli(ckpt, "--detach", "--json", "--served-model-name", "policy", *common)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["policy"] == {"step": 3, "id": read_version(ckpt).id}
+    assert models_at(port) == ["policy", name]  # the name clients use stays first: responses and adapters use it
+    assert json.loads((tmp_path / "vllm.pid.json").read_text())["policy"]["step"] == 3
+    proc = cli(tmp_path / "plain", "--refresh", "--json", *common)  # restart onto an unversioned checkpoint
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["policy"] is None and models_at(port) == ["policy"]
+    assert cli("--stop", "--pid-file", pid_file).returncode == 0
+
+
+def test_lora_refresh_names_adapters_by_alias_and_keeps_the_newest_two(fake_vllm, tmp_path):
+    from ssrkit.store.policy import alias, read_version
+
+    adapters = [versioned(tmp_path / f"adapter-{n}", n) for n in (1, 2, 3)]
+    with PolicyServer(config(tmp_path, served_model_name="policy", strategy="lora", lora_keep=2)) as server:
+        server.start(tmp_path / "base")
+        for a in adapters:
+            server.refresh(a)
+        names = [alias(read_version(a)) for a in adapters]
+        assert server.model == names[2] and server.policy.step == 3
+        assert server.models() == ["policy", names[1], names[2]]
+
+
+def test_nccl_never_claims_a_version(fake_vllm, tmp_path):
+    ckpt = versioned(tmp_path / "ckpt", 4)
+    server = PolicyServer(config(tmp_path, served_model_name="policy", strategy="nccl"))
+    assert server.served_names(str(ckpt)) == ["policy"]

@@ -31,9 +31,12 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def policy(work) -> Path:
+    from ssrkit.store.policy import root_version, write_version
     from ssrkit.train.tiny import save_tiny_model
 
-    return save_tiny_model(work / "policy0")
+    path = save_tiny_model(work / "policy0")
+    write_version(path, root_version())  # step 0 of a lineage: served under its alias too (test_continuous.py)
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import re
 import threading
 import time
+import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import SsrkitError
+from .policy import Resolved, resolve
 
 
 class _Openai:
@@ -71,6 +74,11 @@ class Sampling:
 
 #: `[agent]` keys that are sampling parameters (the model client's), not agent limits
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
+#: `[agent]` keys of the model client itself: follow the newest policy the server offers (`agents.policy`), and
+#: how long a turn waits for a server that is down (restarting for a refresh) before the run ends with `error`
+CLIENT_KEYS = ("follow_policy", "server_wait")
+#: a server that never listed a policy alias is asked again at most this often (a hosted API is not polled per turn)
+POLICY_REPROBE_S = 60.0
 
 #: What a server's per-token log-probs mean. vLLM returns "raw" ones (before temperature, top-k/top-p) unless it
 #: runs with `--logprobs-mode processed_logprobs` ("processed": after them). The trainer computes
@@ -92,6 +100,8 @@ class Completion:
     logprobs: list[float] | None = None
     seconds: float = 0.0
     server: str | None = None  # which server answered, when several serve the model (EndpointPool)
+    policy: dict[str, Any] | None = None  # the policy version that sampled it ({"step", "id"}); None: unknown
+    server_wait_s: float = 0.0  # seconds this turn waited for a server that was down
 
 
 class ModelClient:
@@ -115,6 +125,8 @@ class ModelClient:
         backoff_s: float = 1.0,
         max_backoff_s: float = 30.0,
         timeout_s: float = 600.0,
+        follow_policy: bool = False,
+        server_wait_s: float = 0.0,
     ):
         if not base_url or not urlsplit(base_url).scheme.startswith("http"):
             raise ModelError(f"base URL {base_url!r} is not an http(s) URL; e.g. http://localhost:8000/v1")
@@ -129,6 +141,11 @@ class ModelClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.timeout_s = timeout_s
+        self.follow_policy = follow_policy
+        self.server_wait_s = server_wait_s
+        self._policy: Resolved | None = None  # the last `resolve` of /v1/models, and when it was made
+        self._policy_at = -math.inf
+        self._policy_warned = False
         self._token_extras_ok = True
         self._semantics: dict[str, Any] | None = None
         self._probe_lock = threading.Lock()
@@ -161,7 +178,7 @@ class ModelClient:
         cfg = dict(cfg)
         sampling_keys = {"temperature", "top_p", "max_tokens", "seed", "stop", "extra_body"}
         client_keys = {"base_url", "model", "api_key_env", "want_token_ids", "max_retries", "backoff_s",
-                       "max_backoff_s", "timeout_s"}
+                       "max_backoff_s", "timeout_s", "follow_policy", "server_wait_s"}
         unknown = set(cfg) - sampling_keys - client_keys
         if unknown:
             raise SsrkitError(f"unknown model setting(s): {', '.join(sorted(unknown))}; "
@@ -231,14 +248,24 @@ class ModelClient:
     # -- the one call ----------------------------------------------------------------------------
     def complete(self, messages: list[dict[str, str]]) -> Completion:
         """Send the conversation, return the assistant's reply. Raises ModelError, ContextLengthError."""
-        attempt = 0
+        attempt, waited, reresolved = 0, 0.0, False
         while True:
+            policy = self.resolve_policy()
             started = time.monotonic()
             try:
-                raw = self._client.chat.completions.with_raw_response.create(**self._request(messages))
+                raw = self._client.chat.completions.with_raw_response.create(**self._request(messages, policy.name))
                 data = json.loads(raw.text)
-                return _parse_completion(data, time.monotonic() - started)
+                done = _parse_completion(data, time.monotonic() - started)
+                done.policy, done.server_wait_s = policy.version, round(waited, 3)
+                return done
             except openai.APIStatusError as e:
+                if e.status_code == 404 and self.follow_policy and policy.name != self.model and not reresolved:
+                    reresolved, self._policy_at = True, -math.inf  # the adapter was unloaded since: ask again
+                    continue
+                if self._down(e.status_code) and attempt >= self.max_retries and waited < self.server_wait_s:
+                    waited += self._wait_for_server(self.server_wait_s - waited)
+                    attempt = 0
+                    continue
                 if e.status_code == 400 and self._token_extras_ok and self.want_token_ids and \
                         _mentions_token_params(e):
                     log.warning("%s rejected the token-id request fields; continuing without token ids",
@@ -254,6 +281,10 @@ class ModelClient:
             except openai.APIConnectionError as e:
                 # a refused connection is usually a typo or a stopped server: say so within seconds
                 limit = min(self.max_retries, 2) if _refused(e) else self.max_retries
+                if attempt >= limit and waited < self.server_wait_s:
+                    waited += self._wait_for_server(self.server_wait_s - waited)
+                    attempt = 0
+                    continue
                 if attempt >= limit:
                     raise self._explain_connection(e, attempt) from None
                 delay = self._delay(attempt, None)
@@ -265,6 +296,56 @@ class ModelClient:
             attempt += 1
             time.sleep(delay)
 
+    @staticmethod
+    def _down(code: int) -> bool:
+        return code == 429 or code >= 500 or code == 408
+
+    def _wait_for_server(self, budget: float) -> float:
+        """Poll the server's /health every second until it answers or `budget` seconds pass; the seconds spent.
+        (A restart for a refresh takes the server away for a while: the run waits instead of failing.)"""
+        started = time.monotonic()
+        health = self.base_url.rsplit("/v1", 1)[0] + "/health"
+        log.warning("%s is down; waiting up to %.0f s for it (refreshing?)", self.public_url, budget)
+        while time.monotonic() - started < budget:
+            try:
+                with urllib.request.urlopen(health, timeout=5.0) as answer:  # noqa: S310 (the user's server)
+                    if answer.status == 200:
+                        break
+            except (OSError, ValueError):
+                pass
+            time.sleep(1.0)
+        spent = time.monotonic() - started
+        log.warning("waited %.0f s for %s", spent, self.public_url)
+        return spent
+
+    def model_cards(self) -> list[dict[str, Any]] | None:
+        """`GET /models` as the server sent it (vLLM adds `root`, and `parent` for LoRA adapters); None: no answer."""
+        try:
+            raw = self._client.with_options(timeout=min(10.0, self.timeout_s)).models.with_raw_response.list()
+            data = json.loads(raw.text).get("data")
+        except (openai.OpenAIError, ValueError, TypeError, AttributeError):
+            return None
+        return [c for c in data if isinstance(c, dict)] if isinstance(data, list) else None
+
+    def resolve_policy(self) -> Resolved:
+        """The name to send and the policy version it samples with (`agents.policy`). Asked before every turn of
+        a server that lists versions; one that never did, at most once a minute."""
+        now = time.monotonic()
+        known = self._policy is not None and self._policy.aliases
+        if self._policy is None or known or now - self._policy_at >= POLICY_REPROBE_S:
+            cards = self.model_cards()
+            self._policy_at = now
+            if cards is not None:
+                self._policy = resolve(cards, self.model, self.follow_policy)
+            elif self._policy is None:
+                self._policy = Resolved(self.model, None, False)
+            if self.follow_policy and not self._policy.aliases and not self._policy_warned:
+                self._policy_warned = True
+                log.warning("%s does not say which policy it serves (not started by `ssrkit serve`, or the nccl "
+                            "strategy): these rollouts' versions are unknown and `train --follow` cannot bound "
+                            "their staleness", self.public_url)
+        return self._policy
+
     def list_models(self) -> list[str] | None:
         """The model names the server offers (`GET /models`), or None when it cannot tell."""
         try:
@@ -273,9 +354,9 @@ class ModelClient:
             return None
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _request(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+    def _request(self, messages: list[dict[str, str]], model: str | None = None) -> dict[str, Any]:
         s = self.sampling
-        req: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": s.temperature,
+        req: dict[str, Any] = {"model": model or self.model, "messages": messages, "temperature": s.temperature,
                                "top_p": s.top_p, "max_tokens": s.max_tokens}
         if s.seed is not None:
             req["seed"] = s.seed

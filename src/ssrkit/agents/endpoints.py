@@ -85,6 +85,8 @@ def client_from_config(cfg: "Config", section: str, *, base_url: Iterable[str] |
         sampling.max_tokens = max_tokens
     key_env = api_key_env or cfg.get(section, "api_key_env")
     return connect(urls, model, sampling=sampling, want_token_ids=token_ids,
+                   follow_policy=bool(agent.get("follow_policy", False)),
+                   server_wait_s=float(agent.get("server_wait", 0.0)),
                    **({"api_key_env": key_env} if key_env else {}))
 
 

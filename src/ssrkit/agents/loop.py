@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..errors import SsrkitError
 from ..patch import unsafe_path_reason
 from ..sandbox.base import FileTooLargeError, Sandbox
-from .client import SAMPLING_KEYS, ContextLengthError, ModelClient, ModelError
+from .client import CLIENT_KEYS, SAMPLING_KEYS, ContextLengthError, ModelClient, ModelError
 from .tools import FORMAT_HELP, FormatError, ToolCall, ToolError, apply_blocks, parse_tool_call, truncate
 from .trajectory import Trajectory
 
@@ -56,7 +56,7 @@ class AgentConfig:
         known = {f.name for f in fields(cls)}
         values = {}
         for key, value in (data or {}).items():
-            if isinstance(value, dict) or key in SAMPLING_KEYS:  # sub-tables and sampling: their owners'
+            if isinstance(value, dict) or key in SAMPLING_KEYS + CLIENT_KEYS:  # sub-tables, the client's: theirs
                 continue
             if key not in known:
                 raise SsrkitError(f"[agent]: unknown setting {key!r}; known: {', '.join(sorted(known))}")
@@ -139,6 +139,7 @@ class Agent:
             completion = self.client.complete(self.traj.messages)
         except ContextLengthError as e:
             raise _Done("context_limit", str(e)) from None
+        self._t0 += completion.server_wait_s  # waiting for a restarting server is not the agent's time
         self.traj.add_turn(completion)
         try:
             call = parse_tool_call(completion.text, completion.finish_reason)

@@ -14,6 +14,8 @@ template can render it). `turns[i]` describes the i-th assistant message: `messa
 `messages`, and the token ids / log-probs are the server's own when it returned them (else null). While a run
 is in progress `exit_status` is "running": a killed run leaves a valid file holding every finished step.
 With several servers (`--base-url` repeated) `turns[i].server` names the one that answered that turn.
+`turns[i].policy` is the policy version that sampled the turn (`{"step", "id"}`, `store.policy`), null when the
+server did not say; `turns[i].server_wait_s` the seconds the turn waited for a server that was down (when any).
 No API key is ever part of it: the model client only hands over model name, public URL and sampling.
 """
 
@@ -98,6 +100,9 @@ class Trajectory:
         }
         if completion.server is not None:
             turn["server"] = completion.server
+        turn["policy"] = completion.policy
+        if completion.server_wait_s:
+            turn["server_wait_s"] = completion.server_wait_s
         self.turns.append(turn)
         self.save()
         return turn

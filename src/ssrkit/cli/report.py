@@ -72,6 +72,8 @@ def report(
     console.print(_rounds_table(run, rounds))
     if rep["learning"]:
         _print_learning(rep["learning"], rep["learning_note"])
+    if rep.get("continuous"):
+        _print_continuous(rep["continuous"])
     by_strategy = [(r["round"], r["validity_by_strategy"] or {}) for r in rounds]
     if any(v for _, v in by_strategy):
         console.print("validity by strategy: " + "; ".join(
@@ -105,6 +107,30 @@ def _rounds_table(run: Path, rounds: list[dict]) -> Table:
                       _fmt(r["injector_reward_mean"]), _fmt(r["solver_reward_mean"]), str(r["higher_order"]),
                       str(r["pool_size"]))
     return table
+
+
+def _print_continuous(cont: dict) -> None:
+    """`train --follow`'s steps: what each trained, how stale (steps behind: count; ? unknown), what it dropped,
+    who waited, rollouts per hour; the last 20 steps and the totals."""
+    table = Table(title="[bold]continuous training[/] (train --follow)", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False, padding=(0, 0, 0, 1))
+    for col in ("step", "trained", "staleness\n(steps: n)", "dropped\nstale", "trainer\nwait s",
+                "producer\nwait s", "rollouts\n/ hour"):
+        table.add_column(col, justify="right", no_wrap=True)
+
+    def hist(h: dict) -> str:
+        return " ".join(f"{'?' if k == 'unknown' else k}:{v}" for k, v in h.items()) or "-"
+
+    for s in cont["steps"][-20:]:
+        table.add_row(str(s["step"]), str(s.get("rollouts", 0)), hist(s.get("staleness") or {}),
+                      str((s.get("dropped") or {}).get("stale", 0)), f"{s.get('wait_s', 0):.1f}",
+                      f"{s.get('producer_wait_s', 0):.1f}", f"{s.get('rollouts_per_hour', 0):.0f}")
+    t = cont["totals"]
+    table.add_row("all", str(t["trained"]), hist(t["staleness"]), str(t["dropped"]["stale"]), f"{t['wait_s']:.1f}",
+                  f"{t['producer_wait_s']:.1f}", f"{t['rollouts_per_hour']:.0f}")
+    console.print(table)
+    console.print(f"trainer idle {t['trainer_idle']:.0%} of its time; dropped: " + (", ".join(
+        f"{k} {v}" for k, v in t["dropped"].items() if v) or "none"))
 
 
 def _print_learning(rows: list[dict], note: str) -> None:

@@ -64,7 +64,9 @@ def serve(
         bool,
         typer.Option("--refresh", help="Move the detached server in --pid-file to CHECKPOINT by its strategy."),
     ] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Print {base_url, model, pid} as JSON.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print {base_url, model, pid, policy} as JSON.")] = False,
+    lora_keep: Annotated[int, typer.Option("--lora-keep", min=1, help="lora strategy: adapters kept loaded after a "
+                                           "refresh (2 lets requests begun on the previous one finish).")] = 1,
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Servers on this machine, one per GPU, on "
                                           "consecutive ports from --port (each with its own pid file and log).")] = 1,
 ) -> None:
@@ -97,7 +99,7 @@ def serve(
             _report(refresh_detached(pid_file, checkpoint, strategy), json_output)
             return
         _start(checkpoint, port, host, served_model_name, command, vllm_args, _env_pairs(env or []),
-               strategy or "restart", timeout, log, detach, pid_file, json_output)
+               strategy or "restart", timeout, log, detach, pid_file, json_output, lora_keep)
     except ServeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -117,7 +119,7 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 
 def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[str], command: str, vllm_args: str,
            env: dict[str, str], strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
-           json_output: bool) -> None:
+           json_output: bool, lora_keep: int = 1) -> None:
     from ssrkit.serve import PolicyServer, ServeConfig, record_detached
 
     if detach and log is None:
@@ -132,8 +134,13 @@ def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[s
         ready_timeout=timeout,
         log_file=log,
         env=env,
+        lora_keep=lora_keep,
     )
     server = PolicyServer(config)
+    if strategy == "nccl" and _versioned(checkpoint):
+        typer.echo("warning: the nccl strategy updates weights in place, which vLLM's model names cannot show: "
+                   "clients will record the policy version as unknown, and `train --follow` cannot bound "
+                   "staleness", err=True)
     if not detach:  # installed before the ready line: a `kill` right after it stops the server like Ctrl-C does
         signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -221,11 +228,20 @@ def _report_all(servers: list["PolicyServer"], json_output: bool) -> None:
         typer.echo(f"--base-url {','.join(urls)}")
 
 
+def _versioned(checkpoint: Path) -> bool:
+    from ssrkit.serve import policy_of
+
+    return policy_of(checkpoint) is not None
+
+
 def _report(server: "PolicyServer", json_output: bool) -> None:
+    policy = server.policy.turn() if server.policy is not None else None
     if json_output:
-        typer.echo(json.dumps({"base_url": server.base_url, "model": server.model, "pid": server.pid}))
+        typer.echo(json.dumps({"base_url": server.base_url, "model": server.model, "pid": server.pid,
+                               "policy": policy}))
     else:
-        typer.echo(f"serving {server.checkpoint} as {server.model} at {server.base_url} (pid {server.pid})")
+        version = f", policy step {policy['step']} ({policy['id']})" if policy else ""
+        typer.echo(f"serving {server.checkpoint} as {server.model} at {server.base_url} (pid {server.pid}{version})")
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -53,9 +53,10 @@ def _command_options() -> list[inspect.Parameter]:
     """The options of `ssrkit train` that are not `TrainConfig` fields."""
     K = inspect.Parameter.KEYWORD_ONLY
     return [
-        inspect.Parameter("artifacts", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Annotated[
-            list[Path], typer.Argument(help="Artifact directories, folders holding them, or rollout files (*.jsonl: one "
-                                            "rollout a line, from any source; docs/train.md).")]),
+        inspect.Parameter("artifacts", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=Annotated[
+            Optional[list[Path]], typer.Argument(
+                help="Artifact directories, folders holding them, or rollout files (*.jsonl: one rollout a line, "
+                     "from any source; docs/train.md). None with --follow RUN.", show_default=False)]),
         inspect.Parameter("config", K, default=None, annotation=Annotated[Optional[Path], typer.Option(
             "--config", "-c", help="ssrkit.toml to read \\[train] from (default ./ssrkit.toml).",
             rich_help_panel="Configuration")]),
@@ -70,11 +71,11 @@ def _command_options() -> list[inspect.Parameter]:
     ]
 
 
-def train(artifacts: list[Path], *, config: Optional[Path] = None, allow_empty: bool = False,
+def train(artifacts: Optional[list[Path]] = None, *, config: Optional[Path] = None, allow_empty: bool = False,
           json_output: bool = False, verbose: bool = False, **flags: Any) -> None:
     """Train the policy with GRPO on solver and injector rollouts (or any rollout file's); write a checkpoint `vllm
     serve` can load."""
-    from ssrkit.train import TrainError, require_train_deps, resolve_config, run_training
+    from ssrkit.train import TrainError, require_train_deps, resolve_config, run_follow, run_training
     from ssrkit.train.errors import NothingToTrain
 
     logging.basicConfig(
@@ -86,6 +87,12 @@ def train(artifacts: list[Path], *, config: Optional[Path] = None, allow_empty: 
         cfg = resolve_config(config, flags)
         if not cfg.model:
             raise TrainError("no model given: pass --model PATH (or set model in [train] of ssrkit.toml)")
+        if cfg.follow:
+            _follow(cfg, artifacts, json_output, run_follow)
+            return
+        if not artifacts:
+            raise TrainError("no ARTIFACTS given: name artifact directories or rollout files to train on, or "
+                             "--follow RUN to train on a run as it grows")
         if not cfg.out:
             raise TrainError("no output directory given: pass --out DIR (or set out in [train] of ssrkit.toml)")
         require_train_deps()
@@ -113,6 +120,24 @@ def train(artifacts: list[Path], *, config: Optional[Path] = None, allow_empty: 
             f"{summary['out']}: {summary['steps']} steps, {summary['rows']} rows, "
             f"{summary['tokens']} tokens, {summary['tokens_per_s']:.0f} tokens/s"
         )
+
+
+def _follow(cfg: Any, artifacts: Optional[list[Path]], json_output: bool, run_follow: Any) -> None:
+    """`--follow RUN`: checks, the one core call, the one line."""
+    from ssrkit.train import TrainError
+
+    if artifacts:
+        raise TrainError("--follow RUN trains on the run's own groups: drop the ARTIFACTS arguments")
+    if cfg.out:
+        raise TrainError("--follow RUN writes its checkpoints to RUN/follow/checkpoints: drop --out")
+    if cfg.epochs != 1:
+        raise TrainError("--follow trains each rollout once: drop --epochs")
+    summary = run_follow(cfg, Path(cfg.follow))
+    if json_output:
+        typer.echo(json.dumps(summary))
+    else:
+        typer.echo(f"following {summary['run']}: step {summary['step']} (policy {summary['policy_id']}), "
+                   f"{summary['trained']} rollouts trained; {summary['stopped']}")
 
 
 # Typer reads the command's options from its signature: one per TrainConfig field, made from the dataclass.

@@ -15,6 +15,7 @@ from ..store.artifact import Artifact, find_artifacts
 from ..store.attempts import current_reward
 from ..errors import SsrkitError
 from ..learning import learning_rows
+from ..store.follow import DROP_REASONS, read_steps_log
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -107,7 +108,30 @@ def build_report(run: Path, learning: bool = True) -> dict[str, Any]:
         "artifacts": len(made),
         "valid_artifacts": len(valid),
         "pool": {"active": len(pool.active), "retired": len(pool.entries) - len(pool.active)},
+        **({"continuous": cont} if (cont := continuous_summary(run)) else {}),
     }
+
+
+def continuous_summary(run: Path) -> dict[str, Any] | None:
+    """`train --follow`'s steps (RUN/follow/steps.jsonl) and their totals; None when nothing follows the run.
+    trainer_idle: the share of the follower's time spent waiting for data."""
+    steps = read_steps_log(run)
+    if not steps:
+        return None
+    staleness: Counter = Counter()
+    for s in steps:
+        staleness.update(s.get("staleness") or {})
+    elapsed = max(float(steps[-1].get("elapsed_s") or 0), 1e-9)
+    busy = sum(float(s.get(k) or 0) for s in steps for k in ("step_s", "save_s", "refresh_s"))
+    return {"steps": steps, "totals": {
+        "steps": len(steps), "trained": sum(int(s.get("rollouts") or 0) for s in steps),
+        "dropped": {r: sum(int((s.get("dropped") or {}).get(r, 0)) for s in steps) for r in DROP_REASONS},
+        "staleness": dict(sorted(staleness.items())),
+        "wait_s": round(sum(float(s.get("wait_s") or 0) for s in steps), 3),
+        "producer_wait_s": round(sum(float(s.get("producer_wait_s") or 0) for s in steps), 3),
+        "rollouts_per_hour": steps[-1].get("rollouts_per_hour", 0.0),
+        "trainer_idle": round(max(0.0, 1 - busy / elapsed), 4),
+    }}
 
 
 def task_solve_rates(artifacts: list[Artifact]) -> list[float]:

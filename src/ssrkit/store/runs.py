@@ -13,6 +13,7 @@ injection run leaves in its output directory: every name of them, defined once.
         round.json          ROUND_SUMMARY   the round's metrics row                                        pool
         policy/             POLICY_DIR      the checkpoint trained after the round, when the run trains     train
         learning.json       LEARNING        the learning panel's measures of the round                     report
+      follow/               FOLLOW          `train --follow RUN`'s checkpoints, ledger and metrics (store/follow.py)  train
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ POLICY_DIR = "policy"
 #: the learning panel's measures of a round (`ssrkit.learning`), kept with the checkpoints they were made from
 LEARNING = "learning.json"
 INJECT, TASKS, HIGHER = "inject", "tasks", "higher"
+#: continuous training's directory (`train --follow RUN`; its files are store/follow.py's)
+FOLLOW = "follow"
 SECTIONS = (INJECT, TASKS, HIGHER)
 #: the file name of an injection run's record, in its output directory
 INJECT_SUMMARY = "inject.json"

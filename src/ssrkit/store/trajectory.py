@@ -10,6 +10,9 @@ solver's) or in the artifact directory itself (the injector's). Its fields, the 
 step), then one of EXIT_STATUSES. Everything that reads a trajectory (the trainer, the SFT export, the LLM
 injector deciding what to redo) reads it here: a file without the tag is not a trajectory ssrkit wrote, and is
 never trained on or exported.
+
+`turns[i].policy` (added without a format change; absent in older files) is the policy version that sampled turn
+i, `{"step", "id"}` (`store.policy`), or null when the server did not say: read it with `turn_versions`.
 """
 
 from __future__ import annotations
@@ -78,3 +81,18 @@ def ended(path: str | Path) -> bool:
     """The run ended: a readable trajectory whose exit status is known and not RUNNING."""
     data = read_or_none(path)
     return data is not None and data.get("exit_status") not in (None, RUNNING)
+
+
+def turn_versions(data: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """The policy version of each turn ({"step", "id"}), None where unknown (null, or a file from before versions)."""
+    out: list[dict[str, Any] | None] = []
+    for turn in data.get("turns") or []:
+        v = turn.get("policy") if isinstance(turn, dict) else None
+        ok = isinstance(v, dict) and isinstance(v.get("step"), int) and isinstance(v.get("id"), str)
+        out.append({"step": v["step"], "id": v["id"]} if ok else None)
+    return out
+
+
+def server_wait(data: dict[str, Any]) -> float:
+    """Seconds the run's turns waited for a server that was down."""
+    return float(sum(t.get("server_wait_s", 0) or 0 for t in data.get("turns") or [] if isinstance(t, dict)))

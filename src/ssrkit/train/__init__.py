@@ -7,6 +7,7 @@ Modules, in the order data flows through them:
 - `batching`   the step/process/micro-batch plan and padding
 - `loss`       per-token log-probs and the clipped surrogate with IS correction and KL
 - `loop`       the Accelerate training loop (`train(cfg, artifacts)`)
+- `stream`, `follow`  continuous training on a run as its groups complete (`ssrkit train --follow RUN`)
 - `checkpoint`, `metrics`  what a run writes
 - `config`     `TrainConfig` and its TOML form; `tiny` a tiny model + tokenizer for tests and docs
 
@@ -20,7 +21,7 @@ import importlib.util
 from ssrkit.train.config import TrainConfig, resolve_config
 from ssrkit.train.errors import TrainError
 
-__all__ = ["TrainConfig", "TrainError", "require_train_deps", "resolve_config", "run_training"]
+__all__ = ["TrainConfig", "TrainError", "require_train_deps", "resolve_config", "run_follow", "run_training"]
 
 TRAIN_DEPS = ("torch", "transformers", "accelerate", "safetensors")
 
@@ -42,3 +43,15 @@ def run_training(cfg: TrainConfig, artifacts):  # noqa: ANN001 - thin lazy wrapp
         return train(cfg, artifacts)
     finally:
         release_process_group()  # the run is this process's last
+
+
+def run_follow(cfg: TrainConfig, run):  # noqa: ANN001 - thin lazy wrapper
+    """`ssrkit.train.follow.follow`: continuous training on the run directory `run` (`ssrkit train --follow`)."""
+    require_train_deps()
+    from ssrkit.train.follow import follow
+    from ssrkit.train.loop import release_process_group
+
+    try:
+        return follow(cfg, run)
+    finally:
+        release_process_group()

@@ -89,13 +89,16 @@ def update_baseline(old: float | None, batch_mean: float, momentum: float) -> fl
 
 
 def compute_advantages(
-    rollouts: Sequence[Scored], options: AdvantageOptions | None = None, baselines: dict[str, float] | None = None
+    rollouts: Sequence[Scored], options: AdvantageOptions | None = None, baselines: dict[str, float] | None = None,
+    masked: dict[int, str] | None = None,
 ) -> AdvantageResult:
     """Advantages for `rollouts` (any objects with role, group, reward, exit_status), in input order.
 
     `baselines` maps role -> moving baseline from earlier rounds; a role with none starts from its mean reward in
-    this batch. The returned baselines are updated with this batch's per-role mean.
+    this batch. The returned baselines are updated with this batch's per-role mean. `masked`: index -> reason of
+    rollouts that get no loss but stay in their group's mean (`train --follow`'s stale ones).
     """
+    masked = masked or {}
     options = options or AdvantageOptions()
     baselines = dict(baselines or {})
     n = len(rollouts)
@@ -116,10 +119,10 @@ def compute_advantages(
     for (role, group), members in by_group.items():
         rewards = [rollouts[i].reward for i in members]
         mean, std = mean_std(rewards)
-        trainable = [i for i in members if rollouts[i].exit_status not in options.mask_statuses]
+        trainable = [i for i in members if rollouts[i].exit_status not in options.mask_statuses and i not in masked]
         for i in members:
             if i not in trainable:
-                reasons[i] = f"masked status {rollouts[i].exit_status}"
+                reasons[i] = masked.get(i) or f"masked status {rollouts[i].exit_status}"
         if len(members) == 1:
             if options.singleton == "drop":
                 status, values = "singleton_dropped", None

@@ -8,6 +8,7 @@ OUT/metrics.jsonl          one JSON object per optimizer step
 OUT/data_summary.json      rollouts, groups and rows the run trained on
 OUT/trainer_state.json     step reached, baselines used, done flag
 OUT/state/                 Accelerate state (model, optimizer, RNG) for --resume, removed when done
+OUT/policy.json            the policy version (`store.policy`), written last
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import torch
 
 from ssrkit.store.fsutil import atomic_write_json
 from ssrkit.store.hf_checkpoint import CONFIG as HF_CONFIG
+from ssrkit.store.artifact import now_iso
 from ssrkit.store.hf_checkpoint import TRAIN_CONFIG, TRAINER_STATE, adapter_base, declared_dtype
+from ssrkit.store.policy import child_version, read_version, write_version
 
 BASELINES_FILE = "baselines.json"
 TRAINER_STATE_FILE = TRAINER_STATE
@@ -109,4 +112,20 @@ def save_state(accelerator: Any, out: Path, trainer_state: dict[str, Any]) -> No
 def remove_state(accelerator: Any, out: Path) -> None:
     if accelerator.is_main_process and (out / STATE_DIR).exists():
         shutil.rmtree(out / STATE_DIR)
+    accelerator.wait_for_everyone()
+
+
+def finish(accelerator: Any, out: Path, model: str, steps: int, baselines: dict[str, float],
+           trainer_state: dict[str, Any], keep_state: bool) -> None:
+    """The files a finished run adds beside its weights; policy.json last (`store.policy`: the version is the
+    parent's step + `steps`, so lock-step rounds and `train --follow` share one version sequence)."""
+    if accelerator.is_main_process:
+        write_json(out / BASELINES_FILE, baselines)
+        write_json(out / TRAINER_STATE_FILE, trainer_state)
+    if keep_state:
+        save_state(accelerator, out, trainer_state)
+    else:
+        remove_state(accelerator, out)
+    if accelerator.is_main_process:
+        write_version(out, child_version(read_version(model), steps), created=now_iso())
     accelerator.wait_for_everyone()

@@ -87,6 +87,17 @@ class TrainConfig:
     keep_state: bool = False  # keep out/state/ (optimizer etc.) after a finished run
     log_every: int = 1  # steps between metric lines
 
+    # continuous training (`--follow RUN`): train on a run's GRPO groups as they complete, one step a batch
+    follow: str = ""  # run directory to follow (then no ARTIFACTS; checkpoints go to RUN/follow/checkpoints)
+    max_staleness: int = 8  # rollouts sampled more than this many optimizer steps ago get no loss (counted stale)
+    unknown_staleness: str = "keep"  # rollouts whose sampling version is unknown: keep (train, warn) or drop
+    groups_per_step: int = 8  # complete groups per optimizer step
+    max_wait: float = 0.0  # seconds to wait for groups_per_step before stepping with fewer (0: always wait)
+    poll: float = 5.0  # seconds between scans of the run directory
+    refresh_pid_file: list[str] = field(default_factory=list)  # detached servers (ssrkit serve --detach --pid-file) moved to each new step
+    keep_checkpoints: int = 0  # committed steps kept on disk (0: max_staleness + 2); the root is never removed
+    exit_when_idle: float = 0.0  # stop after this many seconds without a complete group (0: never)
+
     @classmethod
     def from_config(cls, cfg: "Config", **flags: Any) -> "TrainConfig":
         """`[train]` of the resolved configuration, then `flags` (None = not given), coerced and checked."""
@@ -101,6 +112,7 @@ _CHOICES = {
     "gradient_checkpointing": ("auto", "on", "off"),
     "model_dtype": ("float32", "bfloat16", "float16", "auto"),
     "save_dtype": ("auto", "float32", "bfloat16", "float16"),
+    "unknown_staleness": ("keep", "drop"),
 }
 
 
@@ -231,6 +243,8 @@ def validate_config(cfg: TrainConfig) -> None:
         raise TrainError(f"is_cap must be at least 1; got {cfg.is_cap}")
     if not 0 <= cfg.baseline_momentum < 1:
         raise TrainError(f"baseline_momentum must be in [0, 1); got {cfg.baseline_momentum}")
+    if cfg.groups_per_step < 1 or cfg.max_staleness < 0 or cfg.poll <= 0 or cfg.max_wait < 0:
+        raise TrainError("groups_per_step must be at least 1, max_staleness and max_wait not negative, poll positive")
     if cfg.lr <= 0 or cfg.kl_coef < 0 or cfg.max_grad_norm < 0 or cfg.weight_decay < 0:
         raise TrainError("lr must be positive; kl_coef, max_grad_norm and weight_decay must not be negative")
 

@@ -520,13 +520,8 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
 
     # -- 6. the checkpoint -------------------------------------------------------------------------------------
     ckpt.save_hf_checkpoint(accelerator, model, tokenizer, out, ckpt.checkpoint_dtype(cfg.model, cfg.save_dtype))
-    if accelerator.is_main_process:
-        ckpt.write_json(out / ckpt.BASELINES_FILE, baselines_after)
-        ckpt.write_json(out / ckpt.TRAINER_STATE_FILE, trainer_state(len(plan), done=True))
-    if cfg.keep_state:
-        ckpt.save_state(accelerator, out, trainer_state(len(plan), done=True))
-    else:
-        ckpt.remove_state(accelerator, out)
+    ckpt.finish(accelerator, out, cfg.model, len(plan), baselines_after, trainer_state(len(plan), done=True),
+                cfg.keep_state)
     log.info("checkpoint written to %s", out)
     return {
         "out": str(out),
