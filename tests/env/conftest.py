@@ -44,3 +44,68 @@ def engine():
 
 
 __all__ = ["SANDBOX"]
+
+
+class EnvServer:
+    """`ssrkit env serve` in a subprocess (the real command, as a user starts it), listening on a free port."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str] | None = None):
+        import os
+        import re
+        import subprocess
+        import sys
+        import time
+
+        exe = Path(sys.executable).parent / "ssrkit"
+        self.proc = subprocess.Popen([str(exe), "env", "serve", "--port", "0", *args], cwd=cwd,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "COLUMNS": "300", **(env or {})}, start_new_session=True)
+        deadline, lines = time.monotonic() + 120, []
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            m = re.search(r"ws://([\d.]+):(\d+)/ws", line)
+            if m:
+                self.url = f"http://{m.group(1)}:{m.group(2)}"
+                self.output = lines
+                return
+        self.stop()
+        raise RuntimeError("ssrkit env serve did not start:\n" + "".join(lines))
+
+    def get(self, path: str) -> dict:
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> int:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def server_config(tmp_path_factory) -> Path:
+    """The sandbox's PATH: `python` in the example artifacts' test scripts is this interpreter (it has pytest)."""
+    p = tmp_path_factory.mktemp("env-config") / "ssrkit.toml"
+    p.write_text(f'[sandbox]\nenv = {{ PATH = "{SANDBOX.env["PATH"]}" }}\n\n[validate]\ntimeout = 60\n')
+    return p
+
+
+@pytest.fixture(scope="session")
+def env_server(slug_validated, textkit_repo, server_config, tmp_path_factory):
+    srv = EnvServer([str(slug_validated.path), "--repo", str(textkit_repo), "--config", str(server_config),
+                     "--max-sessions", "4", "--idle-timeout", "30", "--record"],
+                    cwd=tmp_path_factory.mktemp("env-cwd"), env={"OPENAI_API_KEY": "sk-env-secret-never-seen"})
+    yield srv
+    srv.stop()
