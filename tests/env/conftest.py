@@ -14,6 +14,7 @@ from ssrkit.store.artifact import Artifact
 from ssrkit.store.source import RepoSource
 
 SLUG = "textkit/valid-slug-truncate-off-by-one"
+TIE = "textkit/valid-closest-tie-order"
 INVALID = "textkit/invalid-original_passes"
 
 
@@ -27,6 +28,14 @@ def textkit_repo(tmp_path_factory) -> Path:
 def slug_validated(tmp_path_factory, textkit_repo) -> Artifact:
     """The off-by-one in textkit's slug, validated (its artifact.toml names the materialized repository)."""
     art = Artifact(copy_artifact(EXAMPLES / "artifacts" / SLUG, tmp_path_factory.mktemp("env-arts") / "slug"))
+    result = validate(art, RepoSource.local(textkit_repo))
+    assert result["valid"], result
+    return art
+
+
+@pytest.fixture(scope="session")
+def tie_validated(tmp_path_factory, textkit_repo) -> Artifact:
+    art = Artifact(copy_artifact(EXAMPLES / "artifacts" / TIE, tmp_path_factory.mktemp("env-arts") / "tie"))
     result = validate(art, RepoSource.local(textkit_repo))
     assert result["valid"], result
     return art
