@@ -13,6 +13,7 @@ the TRL adapter (extra `trl`) `ssrkit.env.trl`; the SkyRL-gym adapter `ssrkit.en
 """
 
 from .episode import Episode, StepResult
+from .injector import InjectorEpisode, injector_group_rewards
 from .solver import SolverEpisode
 
-__all__ = ["Episode", "SolverEpisode", "StepResult"]
+__all__ = ["Episode", "InjectorEpisode", "SolverEpisode", "StepResult", "injector_group_rewards"]
