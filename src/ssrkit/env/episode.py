@@ -2,7 +2,7 @@
 
 An episode owns one sandbox from `reset` until it is done or closed; `close` is idempotent and runs from any
 state, so a trainer that abandons an episode (or a server whose client vanished) never leaks a sandbox. The
-conversation is driven by the agent loop of `ssrkit solve --solver llm` / `ssrkit inject --injector llm`
+conversation is driven by the agent loop of `ssrkit solve --solver llm` / `ssrkit inject --agent llm`
 (`ssrkit.agents.Agent.act`): the replies come from the caller instead of a model client.
 """
 

@@ -1,4 +1,4 @@
-"""The injector episode: one bug injection on a repository, as `ssrkit inject --injector llm` makes it.
+"""The injector episode: one bug injection on a repository, as `ssrkit inject --agent llm` makes it.
 
 reset: a sandbox on the repository, the submission directory, the injector's prompts for the strategy
 (`InjectionRun`, the same code `run_llm_injection` runs). step: the agent loop's `act`, with the submission
