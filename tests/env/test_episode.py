@@ -82,3 +82,23 @@ def test_an_unvalidated_or_invalid_artifact_is_refused_before_any_sandbox(textki
         episode(Artifact(raw), textkit_repo, engine)
     with pytest.raises(SsrkitError, match="not a directory"):
         episode(tmp_path / "nope", textkit_repo, engine)
+
+
+def test_the_skyrl_gym_adapter_runs_an_episode(slug, textkit_repo, monkeypatch):
+    """SkyRL-gym's own `make` builds ssrkit's env from a dataset row's extras; the oracle fix earns +1."""
+    import skyrl_gym
+
+    from ssrkit.env import skyrl
+
+    skyrl.register()
+    env = skyrl_gym.make(skyrl.ENV_ID, env_config={}, extras={"artifact": str(slug.path), "repo": str(textkit_repo),
+                                                              "max_turns": 4})
+    try:
+        messages, meta = env.init([{"role": "user", "content": "the dataset's prompt, replaced"}])
+        assert [m["role"] for m in messages] == ["system", "user"] and meta["artifact"] == slug.id
+        out = env.step(edit("src/textkit/slug.py", *FIX))
+        assert not out["done"] and "Edited" in out["observations"][0]["content"]
+        out = env.step(submit())
+        assert out["done"] and out["reward"] == 1.0 and out["metadata"]["passed"]
+    finally:
+        env.close()
