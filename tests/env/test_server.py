@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from openenv.core import GenericEnvClient
 
 from scripted_server import bash, edit, submit
 
+from .conftest import EnvServer
 from .test_episode import FIX
 
 
@@ -102,21 +104,29 @@ def test_an_unvalidated_artifact_or_no_task_is_refused_at_start(tmp_path, textki
     raw = copy_artifact(EXAMPLES / "artifacts" / "textkit" / "valid-slug-truncate-off-by-one", tmp_path / "raw")
     exe = str(Path(sys.executable).parent / "ssrkit")
     for args, expected in (([str(raw), "--repo", str(textkit_repo)], "validate"),
-                           ([], "no artifact to serve")):
-        res = subprocess.run([exe, "env", "serve", *args, "--port", "0"], capture_output=True, text=True, timeout=120)
+                           ([], "no artifact to serve"),
+                           (["--pool", str(tmp_path / "no-run")], "no such run directory"),
+                           (["--pool", str(tmp_path)], "its task pool has no active task")):
+        res = subprocess.run([exe, "env", "serve", *args, "--port", "0"], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "COLUMNS": "300"})
         assert res.returncode != 0 and expected in res.stderr + res.stdout, res.stderr
         assert "Traceback" not in res.stderr
 
 
-def test_sigterm_closes_every_sandbox(env_server, slug_validated):
-    """Last: stops the session's server. A session still open at SIGTERM is closed on the way out."""
-    env = client(env_server)
-    env.connect()
-    env.reset(task=slug_validated.id)
-    assert wait_live(env_server, 1) == 1
-    pid = env_server.proc.pid
-    assert glob.glob(f"/dev/shm/ssrkit-{pid}-*"), "the server's sandbox root is where the test looks for it"
-    assert env_server.stop() == 128 + 15  # ssrkit's exit status for SIGTERM
-    out = env_server.proc.stdout.read()
+def test_sigterm_closes_every_sandbox(slug_validated, textkit_repo, server_config, tmp_path):
+    """A session still open at SIGTERM is closed on the way out (its own server: the others' stays up)."""
+    srv = EnvServer([str(slug_validated.path), "--repo", str(textkit_repo), "--config", str(server_config)],
+                    cwd=tmp_path)
+    try:
+        env = client(srv)
+        env.connect()
+        env.reset(task=slug_validated.id)
+        assert wait_live(srv, 1) == 1
+        pid = srv.proc.pid
+        assert glob.glob(f"/dev/shm/ssrkit-{pid}-*"), "the server's sandbox root is where the test looks for it"
+    finally:
+        code = srv.stop()
+    assert code == 128 + 15  # ssrkit's exit status for SIGTERM
+    out = srv.proc.stdout.read()
     assert "Traceback" not in out, out
     assert glob.glob(f"/dev/shm/ssrkit-{pid}-*") == []

@@ -55,18 +55,18 @@ def serve(
     config: Annotated[Optional[Path], ConfigOpt] = None,
 ) -> None:
     """Serve solver episodes of valid artifacts over OpenEnv until Ctrl-C; every sandbox is closed on the way out."""
-    try:
-        from ..env.server import ServeOptions, serve as run_server
-    except ImportError as e:
-        raise SsrkitError(f"ssrkit env serve needs the env extra ({e.name} is missing): "
-                          f"pip install 'ssrkit[env]'") from None
     from ..agents import AgentConfig
     from ..env.tasks import TaskSet
     from ..solve import Engine, SolveOptions
     from ..store.source import RepoSource
 
     source = RepoSource.local(repo) if repo is not None else None
-    tasks = TaskSet.from_paths(list(artifacts or []), repo=source, pool=pool)
+    tasks = TaskSet.from_paths(list(artifacts or []), repo=source, pool=pool)  # bad tasks fail before the imports
+    try:
+        from ..env.server import ServeOptions, serve as run_server
+    except ImportError as e:
+        raise SsrkitError(f"ssrkit env serve needs the env extra ({e.name} is missing): "
+                          f"pip install 'ssrkit[env]'") from None
     for note in tasks.notes:
         console.print(f"[yellow]{safe(note)}[/]", highlight=False)
     cfg = config_for(config, repo)
