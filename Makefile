@@ -56,7 +56,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-train: $(VENV)/.installed
 	$(BIN)/pip install -q '$(TORCH_SPEC)'
-	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report,export,ray]'
+	$(BIN)/pip install -q -e '.[train,deepspeed,dev,report,export,ray,env,trl,skyrl]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -66,6 +66,8 @@ NOT_RUN = [
     (r"^scripts/docker-(up|down)\.sh", "starts or stops a Docker engine for the whole machine"),
     (r"^ssrkit (inject|validate|solve|reward|higher-order|train|report) (REPO|ARTIFACT\.\.\.|RUN)( |$)",
      "the command summary of README.md, with placeholders (each command runs in its own tests)"),
+    (r"build/env-demo", "docs/env.md's walkthrough (an example artifact copied and validated, then served until "
+     "Ctrl-C): tests/env runs the same steps on a materialized textkit, in process and over ssrkit env serve"),
     (r"^ssrkit reward runs/r1/inject$", "the third step of the model-mode example: runs/r1/inject holds LLM "
      "artifacts there (reward on the offline round runs in tests/selfplay/test_recipe_offline.py)"),
 ]

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..errors import SsrkitError
 from ..patch import unsafe_path_reason
 from ..sandbox.base import FileTooLargeError, Sandbox
-from .client import CLIENT_KEYS, SAMPLING_KEYS, ContextLengthError, ModelClient, ModelError
+from .client import CLIENT_KEYS, SAMPLING_KEYS, Completion, ContextLengthError, ModelClient, ModelError
 from .tools import FORMAT_HELP, FormatError, ToolCall, ToolError, apply_blocks, parse_tool_call, truncate
 from .trajectory import Trajectory
 
@@ -93,9 +93,10 @@ class Agent:
         model (the run continues) — e.g. the injector's "bug_inject.diff is missing".
     writable_dirs: absolute directories outside the repository that edit/create may write to (the
         injector's submission directory). Every other path must be relative and stay inside the repository.
+    client: None when someone else generates the replies and hands them to `act` (`ssrkit.env`).
     """
 
-    def __init__(self, client: ModelClient, sandbox: Sandbox, config: AgentConfig | None = None, *,
+    def __init__(self, client: ModelClient | None, sandbox: Sandbox, config: AgentConfig | None = None, *,
                  on_submit: Callable[[], str | None] | None = None, writable_dirs: tuple[str, ...] = ()):
         self.client = client
         self.sandbox = sandbox
@@ -104,30 +105,79 @@ class Agent:
         self.writable_dirs = tuple(posixpath.normpath(d) for d in writable_dirs)
 
     def run(self, trajectory: Trajectory, system: str, task: str) -> Trajectory:
-        """Run to the end; the trajectory says how it ended. Re-raises only ModelError and Ctrl-C."""
+        """Run to the end; the trajectory says how it ended. Re-raises only ModelError and Ctrl-C.
+
+        The model side of the loop only: `start`, then `act` on each of the client's replies. An environment
+        (`ssrkit.env`) drives the same `start`/`act` with replies a trainer generated."""
+        if self.start(trajectory, system, task):
+            return trajectory
+        try:
+            while not self.act(self.complete()):
+                pass
+        except _Done as done:
+            self._end(done.status, done.error)
+        except ModelError as e:  # the endpoint is unusable: every other run would fail too
+            self._end("error", str(e))
+            raise
+        except KeyboardInterrupt:
+            self._end("error", "interrupted")
+            raise
+        except Exception as e:  # noqa: BLE001 - a client bug: recorded; the caller decides
+            log.warning("agent run failed: %s: %s", type(e).__name__, e)
+            self._end("error", f"{type(e).__name__}: {e}")
+        return trajectory
+
+    def start(self, trajectory: Trajectory, system: str, task: str) -> bool:
+        """Begin a conversation (system and task message); True when a limit already ends it."""
         self.traj = trajectory
+        self.status: str | None = None
         self._format_errors = 0
         self._t0 = time.monotonic()
         trajectory.add_message("system", system)
         trajectory.add_message("user", task)
+        return self._guarded(self._check_budget)
+
+    def complete(self) -> Completion:
+        """The model's next reply to the conversation so far (raises _Done at the context limit)."""
+        if self.client is None:
+            raise SsrkitError("this agent has no model client: hand its replies to act()")
         try:
-            while True:
-                self.step()
+            completion = self.client.complete(self.traj.messages)
+        except ContextLengthError as e:
+            raise _Done("context_limit", str(e)) from None
+        self._t0 += completion.server_wait_s  # waiting for a restarting server is not the agent's time
+        return completion
+
+    def act(self, completion: Completion) -> bool:
+        """Take one reply: record it, run its tool call (or say what is wrong with it), append the observation,
+        then check the limits. True when the run is over; `status` says how, the trajectory records it."""
+        if self.status is not None:
+            raise SsrkitError(f"this agent run is over ({self.status}); start a new one")
+        return self._guarded(lambda: (self._act(completion), self._check_budget()))
+
+    def step(self) -> None:
+        """One model call and, when the reply holds a valid call, its execution (raises _Done at the end)."""
+        if self.act(self.complete()):
+            raise _Done(self.status or "error", self.traj.error)
+
+    def _guarded(self, fn: Callable[[], Any]) -> bool:
+        try:
+            fn()
         except _Done as done:
-            trajectory.finish(done.status, done.error)
-        except ModelError as e:  # the endpoint is unusable: every other run would fail too
-            trajectory.finish("error", str(e))
-            raise
-        except KeyboardInterrupt:
-            trajectory.finish("error", "interrupted")
+            self._end(done.status, done.error)
+        except (ModelError, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - a broken sandbox or a bug: recorded; the caller decides
             log.warning("agent run failed: %s: %s", type(e).__name__, e)
-            trajectory.finish("error", f"{type(e).__name__}: {e}")
-        return trajectory
+            self._end("error", f"{type(e).__name__}: {e}")
+        return self.status is not None
 
-    def step(self) -> None:
-        """One model call and, when the reply holds a valid call, its execution."""
+    def _end(self, status: str, error: str | None = None) -> None:
+        if self.status is None:
+            self.status = status
+            self.traj.finish(status, error)
+
+    def _check_budget(self) -> None:
         cfg = self.config
         if len(self.traj.turns) >= cfg.max_turns:
             raise _Done("max_turns")
@@ -135,11 +185,9 @@ class Agent:
             raise _Done("timeout")
         if cfg.context_tokens and self._tokens_used() >= cfg.context_tokens:
             raise _Done("context_limit")
-        try:
-            completion = self.client.complete(self.traj.messages)
-        except ContextLengthError as e:
-            raise _Done("context_limit", str(e)) from None
-        self._t0 += completion.server_wait_s  # waiting for a restarting server is not the agent's time
+
+    def _act(self, completion: Completion) -> None:
+        cfg = self.config
         self.traj.add_turn(completion)
         try:
             call = parse_tool_call(completion.text, completion.finish_reason)

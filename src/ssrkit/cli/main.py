@@ -12,7 +12,7 @@ import typer
 from .. import __version__
 from ..errors import SsrkitError
 from ..sandbox import install_signal_handlers, stopped
-from . import examples, export, higher_order, image, inject, pool, report, reward, serve, show, solve, train, validate
+from . import env, examples, export, higher_order, image, inject, pool, report, reward, serve, show, solve, train, validate
 from .common import Command, err_console, safe
 
 app = typer.Typer(
@@ -73,3 +73,4 @@ app.command("export", epilog=export.EPILOG, cls=Command)(export.export)
 app.add_typer(pool.pool_app, name="pool")
 app.add_typer(examples.examples_app, name="examples")
 app.add_typer(image.image_app, name="image")
+app.add_typer(env.env_app, name="env")

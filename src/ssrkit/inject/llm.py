@@ -113,75 +113,106 @@ def run_llm_injection(
     A submission that lacks files keeps exit_status "submitted" — the model did submit — with an `error`
     naming each missing file. Raises only for an unusable endpoint (ModelError) or a reused `out_dir`.
     """
-    out_dir = Path(out_dir)
-    if (out_dir / METADATA).exists() or any((out_dir / n).exists() for n in CORE_FILES):
-        raise SsrkitError(f"{out_dir} already holds an artifact; choose a new directory or remove it")
-    thresholds = thresholds or Thresholds()
-    config = config or AgentConfig()
-    mixture = dict(mixture or DEFAULT_MIXTURE)
-    rng = random.Random(seed)
-    strategy = strategy or choose_strategy(mixture, rng)
-    if strategy not in STRATEGIES:
-        raise SsrkitError(f"unknown injection strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    run = InjectionRun(sandbox, client, out_dir=out_dir, strategy=strategy, mixture=mixture, thresholds=thresholds,
+                       seed=seed, config=config, source=source, base_commit=base_commit, test_timeout=test_timeout,
+                       exclude_tests=exclude_tests)
+    run.agent.run(run.traj, run.system, run.task)
+    return run.finish()
 
-    sub = sandbox.scratch_path(SUBMISSION_DIRNAME)
-    prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=60)
-    if not prep.ok:
-        raise SsrkitError(f"could not create the submission directory {sub} in the sandbox: {prep.output[:300]}")
-    if base_commit is None:
-        head = sandbox.run("git rev-parse HEAD", timeout=60)
-        base_commit = head.output.strip() if head.ok else None
 
-    system, task = injector_prompts(
-        strategy, submission_dir=sub, min_passing_tests=thresholds.min_passing_tests,
-        min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
-        test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
-        exclude_tests=exclude_tests or ())
-    traj_path = trajectories.path_in(out_dir)
-    info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
-            "thresholds": vars(thresholds).copy(), "submission_dir": sub}
-    traj = Trajectory("injector", model=client.describe(), limits=config.to_dict(), path=traj_path, info=info)
+class InjectionRun:
+    """One injection in two halves around the agent's conversation: the submission directory, prompts and
+    trajectory (here), then `finish` (collect the five files, write the artifact). `run_llm_injection` runs the
+    conversation with a model client; `ssrkit.env.InjectorEpisode` with replies a trainer generated (`client`
+    None, `model`: what the artifact and trajectory record about that policy)."""
 
-    rejected = []
+    def __init__(self, sandbox: Sandbox, client: ModelClient | None, *, out_dir: str | Path,
+                 strategy: str | None = None, mixture: dict[str, float] | None = None,
+                 thresholds: Thresholds | None = None, seed: int | None = None, config: AgentConfig | None = None,
+                 source: RepoSource | None = None, base_commit: str | None = None,
+                 test_timeout: float = TEST_TIMEOUT, exclude_tests: list[str] | None = None,
+                 model: dict[str, Any] | None = None):
+        out_dir = Path(out_dir)
+        if (out_dir / METADATA).exists() or any((out_dir / n).exists() for n in CORE_FILES):
+            raise SsrkitError(f"{out_dir} already holds an artifact; choose a new directory or remove it")
+        thresholds = thresholds or Thresholds()
+        config = config or AgentConfig()
+        mixture = dict(mixture or DEFAULT_MIXTURE)
+        rng = random.Random(seed)
+        strategy = strategy or choose_strategy(mixture, rng)
+        if strategy not in STRATEGIES:
+            raise SsrkitError(f"unknown injection strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
-    def check_submission() -> str | None:
-        problems = _problems(_collect(sandbox, sub))
-        if not problems or rejected:  # one second chance; then the driver reports what is missing
-            return None
-        rejected.append(problems)
-        return (f"Not submitted: {'; '.join(problems)} in {sub}. Write the missing files there and call "
-                f"submit again.")
+        sub = sandbox.scratch_path(SUBMISSION_DIRNAME)
+        prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=60)
+        if not prep.ok:
+            raise SsrkitError(f"could not create the submission directory {sub} in the sandbox: {prep.output[:300]}")
+        if base_commit is None:
+            head = sandbox.run("git rev-parse HEAD", timeout=60)
+            base_commit = head.output.strip() if head.ok else None
 
-    agent = Agent(client, sandbox, config, on_submit=check_submission, writable_dirs=(sub,))
-    agent.run(traj, system, task)
-    result = InjectionResult(out_dir=out_dir, strategy=strategy, exit_status=traj.exit_status,
-                             trajectory_path=traj_path, error=traj.error, seconds=round(traj.elapsed(), 3))
-    if traj.exit_status != SUBMITTED:
-        result.error = result.error or f"the injector did not submit ({traj.exit_status})"
+        self.system, self.task = injector_prompts(
+            strategy, submission_dir=sub, min_passing_tests=thresholds.min_passing_tests,
+            min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
+            test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
+            exclude_tests=exclude_tests or ())
+        self.traj_path = trajectories.path_in(out_dir)
+        info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
+                "thresholds": vars(thresholds).copy(), "submission_dir": sub}
+        self.model = model if model is not None else client.describe() if client is not None else {}
+        self.traj = Trajectory("injector", model=self.model, limits=config.to_dict(), path=self.traj_path, info=info)
+        self.sandbox, self.client, self.sub, self.out_dir, self.strategy = sandbox, client, sub, out_dir, strategy
+        self.source, self.base_commit, self.seed, self.mixture = source, base_commit, seed, mixture
+        rejected: list[list[str]] = []
+
+        def check_submission() -> str | None:
+            problems = _problems(_collect(sandbox, sub))
+            if not problems or rejected:  # one second chance; then the driver reports what is missing
+                return None
+            rejected.append(problems)
+            return (f"Not submitted: {'; '.join(problems)} in {sub}. Write the missing files there and call "
+                    f"submit again.")
+
+        self.agent = Agent(client, sandbox, config, on_submit=check_submission, writable_dirs=(sub,))
+
+    def finish(self) -> InjectionResult:
+        """Once the conversation is over: the five files from the submission directory → the artifact."""
+        traj, sandbox, sub = self.traj, self.sandbox, self.sub
+        result = InjectionResult(out_dir=self.out_dir, strategy=self.strategy, exit_status=traj.exit_status,
+                                 trajectory_path=self.traj_path, error=traj.error, seconds=round(traj.elapsed(), 3))
+        if traj.exit_status != SUBMITTED:
+            result.error = result.error or f"the injector did not submit ({traj.exit_status})"
+            return result
+
+        files = _collect(sandbox, sub)
+        problems = _problems(files)
+        if problems:
+            result.missing = [n for n, text in files.items() if not isinstance(text, str) or not text.strip()]
+            result.error = f"submission incomplete: {'; '.join(problems)} (in the sandbox's {sub})"
+            traj.set_error(result.error)
+            return result
+
+        traj.set_submission({**(traj.data["submission"] or {}), "files": list(CORE_FILES)})
+        meta = Metadata(
+            repo=self.source, base_commit=self.base_commit, strategy=self.strategy, order=1,
+            injector={"agent": AGENT, **self._policy(), "seed": self.seed, "strategy_mixture": self.mixture,
+                      "trajectory": TRAJECTORY},
+        )
+        text = {n: t if isinstance(t, str) else "" for n, t in files.items()}
+        test_files = [ln.strip() for ln in text[TEST_FILES].splitlines() if ln.strip()]
+        art = create_artifact(self.out_dir, bug_diff=text[BUG_DIFF], weaken_diff=text[WEAKEN_DIFF],
+                              test_script=text[TEST_SCRIPT], test_files=test_files, test_parser=text[TEST_PARSER],
+                              metadata=meta, trajectory=traj.data)
+        result.artifact = art.path
         return result
 
-    files = _collect(sandbox, sub)
-    problems = _problems(files)
-    if problems:
-        result.missing = [n for n, text in files.items() if not isinstance(text, str) or not text.strip()]
-        result.error = f"submission incomplete: {'; '.join(problems)} (in the sandbox's {sub})"
-        traj.set_error(result.error)
-        return result
-
-    traj.set_submission({**(traj.data["submission"] or {}), "files": list(CORE_FILES)})
-    meta = Metadata(
-        repo=source, base_commit=base_commit, strategy=strategy, order=1,
-        injector={"agent": AGENT, "model": client.model, "base_url": client.public_url, "seed": seed,
-                  "strategy_mixture": mixture, "trajectory": TRAJECTORY,
-                  "sampling": client.sampling.to_dict()},
-    )
-    text = {n: t if isinstance(t, str) else "" for n, t in files.items()}
-    test_files = [ln.strip() for ln in text[TEST_FILES].splitlines() if ln.strip()]
-    art = create_artifact(out_dir, bug_diff=text[BUG_DIFF], weaken_diff=text[WEAKEN_DIFF],
-                          test_script=text[TEST_SCRIPT], test_files=test_files, test_parser=text[TEST_PARSER],
-                          metadata=meta, trajectory=traj.data)
-    result.artifact = art.path
-    return result
+    def _policy(self) -> dict[str, Any]:
+        """artifact.toml's model, base_url and sampling: the client's, else what `model` says."""
+        c = self.client
+        if c is not None:
+            return {"model": c.model, "base_url": c.public_url, "sampling": c.sampling.to_dict()}
+        return {"model": self.model.get("model"), "base_url": self.model.get("base_url"),
+                "sampling": dict(self.model.get("sampling") or {})}
 
 
 def _collect(sandbox: Sandbox, sub: str) -> dict[str, str | FileTooLargeError | None]:

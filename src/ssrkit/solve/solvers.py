@@ -21,7 +21,7 @@ from ..verdict.patterns import DEFAULT_TEST_PATTERNS
 from .repair import DEFAULT_BUDGET_RUNS
 
 if TYPE_CHECKING:
-    from ..agents import AgentConfig, ModelClient, Trajectory
+    from ..agents import Agent, AgentConfig, ModelClient, Trajectory
 
 
 @dataclass
@@ -178,6 +178,25 @@ def task_from_weaken_diff(weaken_diff: str) -> str:
     return solver_task(patches.reverse(weaken_diff))
 
 
+def solver_agent(sandbox: Sandbox, client: "ModelClient | None", task_text: str, out_dir: str | Path | None = None,
+                 *, config: "AgentConfig | None" = None, info: dict | None = None,
+                 model: dict | None = None) -> "tuple[Agent, Trajectory, str]":
+    """The solver's agent, its trajectory and its system prompt: what `run_llm_solver` runs with a model client
+    and `ssrkit.env.SolverEpisode` drives with replies a trainer generated (one definition of both).
+
+    With `out_dir`, `trajectory.json` is saved there after every step. `model`: what the trajectory records
+    about the policy when there is no client (default: the client's description)."""
+    from ..agents import Agent, AgentConfig, Trajectory, solver_system
+
+    config = config or AgentConfig()
+    system = solver_system(command_timeout=config.command_timeout, max_turns=config.max_turns)
+    out = Path(out_dir) if out_dir is not None else None
+    described = model if model is not None else (client.describe() if client is not None else {})
+    traj = Trajectory("solver", model=described, limits=config.to_dict(),
+                      path=trajectories.path_in(out) if out else None, info=info)
+    return Agent(client, sandbox, config), traj, system
+
+
 def run_llm_solver(sandbox: Sandbox, client: "ModelClient", task_text: str, out_dir: str | Path | None = None, *,
                    config: "AgentConfig | None" = None, info: dict | None = None) -> "Trajectory":
     """Run the solver agent in `sandbox`; return its trajectory.
@@ -186,12 +205,6 @@ def run_llm_solver(sandbox: Sandbox, client: "ModelClient", task_text: str, out_
     `trajectory.json` is saved there after every step. The fix is what the agent leaves in the sandbox, taken
     whatever the exit status by whoever grades it (`ssrkit solve`: `solve.solver_diff`, once).
     """
-    from ..agents import Agent, AgentConfig, Trajectory, solver_system
-
-    config = config or AgentConfig()
-    system = solver_system(command_timeout=config.command_timeout, max_turns=config.max_turns)
-    out = Path(out_dir) if out_dir is not None else None
-    traj = Trajectory("solver", model=client.describe(), limits=config.to_dict(),
-                      path=trajectories.path_in(out) if out else None, info=info)
-    Agent(client, sandbox, config).run(traj, system, task_text)
+    agent, traj, system = solver_agent(sandbox, client, task_text, out_dir, config=config, info=info)
+    agent.run(traj, system, task_text)
     return traj
