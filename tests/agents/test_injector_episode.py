@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures.agents import tiny_injector_steps
 from fixtures.scripted_server import edit, submit
 from fixtures.solving import SANDBOX
 from ssrkit.env import InjectorEpisode, SolverEpisode, injector_group_rewards
@@ -21,12 +22,12 @@ def injection(repo, out):
                            validator=Validator(Settings(cache=False), backend="local", options=SANDBOX))
 
 
-def test_a_valid_injection_is_pending_until_its_solve_attempts_settle_it(tiny_repo, injector_steps, tmp_path):
+def test_a_valid_injection_is_pending_until_its_solve_attempts_settle_it(tiny_repo, tmp_path):
     live = len(_cleanup._live)
     with injection(tiny_repo, tmp_path / "inj") as ep:
         messages = ep.reset()
         assert ep.submission_dir in messages[1]["content"]
-        for reply in injector_steps(ep.submission_dir):
+        for reply in tiny_injector_steps(ep.submission_dir):
             r = ep.step(reply)
         assert r.done and r.reward is None and r.info["valid"] and r.info["exit_status"] == "submitted"
     assert len(_cleanup._live) == live

@@ -74,7 +74,8 @@ def test_a_model_round_with_two_models(tmp_path):
                                                                                  sol_url)
     # the roles really went to their own servers, and the API key reached them but nothing on disk
     requests = {m: (tmp_path / f"{m}.jsonl").read_text().splitlines() for m in ("injector-model", "solver-model")}
-    assert all(json.loads(line)["body"]["model"] == "injector-model" for line in requests["injector-model"])
+    bodies = [json.loads(line)["body"] for line in requests["injector-model"]]
+    assert all(b["model"] == "injector-model" for b in bodies if b is not None)  # None: GET /v1/models
     assert len(requests["solver-model"]) >= 4 * 3
     for p in files_under(run):
         assert KEY not in p.read_bytes().decode("utf-8", "replace"), p
@@ -161,4 +162,9 @@ def test_lora_rounds_train_adapters_and_hot_swap_them(tmp_path):
     assert (adapter / "adapter_config.json").is_file() and not (adapter / "model.safetensors").exists()
     assert served.read_text().splitlines() == [str(Path(policy).resolve()), str(adapter.resolve())]  # one start
     round2 = [json.loads(p.read_text()) for p in (run / "round-002").rglob("trajectory.json")]
-    assert round2 and {t["model"] for t in round2} == {"policy-1"}
+    from ssrkit.store.policy import alias, read_version
+
+    # round 2's agents asked for the adapter by its versioned name (step 1 of the lineage policy0 began)
+    version = read_version(adapter)
+    assert version is not None and version.step == 1
+    assert round2 and {t["model"] for t in round2} == {alias(version)}
