@@ -58,5 +58,10 @@ def test_a_policy_learns_through_sampler_trainer_and_refresh(learning_run):
     for row in rows:  # every round sampled the weights that were just trained (the hot-swapped adapter)
         assert row["gap"] <= 1e-4, row
     assert rows[0]["kl"] < 1e-3 < rows[-1]["kl"], [r["kl"] for r in rows]  # it moved away from the start
-    assert rows[0]["served"] == "policy" and rows[1]["served"] == "policy-1", [r["served"] for r in rows]
+    # round 1 sampled the base; each later round the adapter just trained, by its versioned name (steps rising)
+    from ssrkit.store.policy import parse_alias
+
+    served = [r["served"] for r in rows]
+    steps = [(parse_alias(name) or {}).get("step") for name in served[1:]]
+    assert served[0] == "policy" and all(steps) and steps == sorted(set(steps)), served
     assert (work / "learning.png").stat().st_size > 0 and result["plot"]
