@@ -9,6 +9,7 @@ conversation is driven by the agent loop of `ssrkit solve --solver llm` / `ssrki
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,7 @@ def as_completion(message: str | Completion, *, finish_reason: str | None = None
     return Completion(text=message, finish_reason=finish_reason, usage=dict(usage or {}))
 
 
-class Episode:
+class Episode(ABC):
     """The lifecycle; subclasses open their sandbox in `_open` and settle the reward in `_finish`."""
 
     role = "?"
@@ -114,12 +115,13 @@ class Episode:
         self.close()
 
     # -- for subclasses ---------------------------------------------------------------------------
+    @abstractmethod
     def _open(self) -> bool:
-        raise NotImplementedError
+        """Open the sandbox and start the conversation; True when a limit already ends it."""
 
+    @abstractmethod
     def _finish(self) -> None:
         """Compute `reward` and `info` once the conversation is over (the sandbox is still open)."""
-        raise NotImplementedError
 
     def _settle(self) -> None:
         try:
