@@ -21,21 +21,22 @@ def textkit_repo(tmp_path_factory) -> Path:
     return repo
 
 
+def _validated(tmp_path_factory, repo: Path, rel: str, name: str) -> Artifact:
+    art = Artifact(copy_artifact(EXAMPLES / "artifacts" / rel, tmp_path_factory.mktemp("env-arts") / name))
+    result = validate(art, RepoSource.local(repo))
+    assert result["valid"], result
+    return art
+
+
 @pytest.fixture(scope="session")
 def slug_validated(tmp_path_factory, textkit_repo) -> Artifact:
     """The off-by-one in textkit's slug, validated (its artifact.toml names the materialized repository)."""
-    art = Artifact(copy_artifact(EXAMPLES / "artifacts" / SLUG, tmp_path_factory.mktemp("env-arts") / "slug"))
-    result = validate(art, RepoSource.local(textkit_repo))
-    assert result["valid"], result
-    return art
+    return _validated(tmp_path_factory, textkit_repo, SLUG, "slug")
 
 
 @pytest.fixture(scope="session")
 def tie_validated(tmp_path_factory, textkit_repo) -> Artifact:
-    art = Artifact(copy_artifact(EXAMPLES / "artifacts" / TIE, tmp_path_factory.mktemp("env-arts") / "tie"))
-    result = validate(art, RepoSource.local(textkit_repo))
-    assert result["valid"], result
-    return art
+    return _validated(tmp_path_factory, textkit_repo, TIE, "tie")
 
 
 @pytest.fixture
