@@ -94,6 +94,27 @@ def test_steps_move_the_policy_the_right_way_and_stale_rollouts_get_no_loss(tmp_
     assert all((a - b) * e.advantage > 0 for e, b, a in zip(examples, before, after)), (before, after)
 
 
+def test_drops_before_a_restart_are_counted_by_the_next_step_and_the_report(tmp_path, base, tiny_tok):
+    """A stale group alone makes a drop-only ledger line; the follower stops before the next step. The same command
+    again counts those drops in the next step's metrics, and the report's totals count them from the ledger (CI
+    stop 33 lost them when the trainer was killed between the two)."""
+    from ssrkit.runs.report import continuous_summary
+    from ssrkit.train.follow import follow
+
+    run, v0 = tmp_path / "run", read_version(base).turn()
+    group(run, "alpha", tiny_tok, v0, ["AB", "CD"])
+    follow(config(base, run, max_steps=1), run)
+    group(run, "gamma", tiny_tok, v0, ["IJ", "KL"])  # 1 step old > max 0: dropped, nothing to train
+    summary = follow(config(base, run, max_staleness=0), run)
+    assert summary["step"] == 1 and [len(line["trained"]) for line in store.read_ledger(run)] == [2, 0]
+    assert continuous_summary(run)["totals"]["dropped"]["stale"] == 2  # before any step reports them
+    group(run, "beta", tiny_tok, read_version(store.step_dir(run, 1)).turn(), ["EF", "GH"])
+    follow(config(base, run, max_staleness=0), run)  # a new process: the drops are only in the ledger
+    steps = store.read_steps_log(run)
+    assert [r["step"] for r in steps] == [1, 2] and steps[1]["dropped"]["stale"] == 2
+    assert continuous_summary(run)["totals"]["dropped"]["stale"] == 2
+
+
 @pytest.mark.parametrize("event", ["saved", "ledger_appended", "committed"])
 def test_a_crash_at_each_point_of_a_step_neither_loses_nor_repeats_a_rollout(tmp_path, base, tiny_tok, event):
     from ssrkit.train.follow import follow

@@ -155,6 +155,19 @@ def append_ledger(run: Path, line: dict[str, Any]) -> None:
     _append(follow_dir(run) / LEDGER, line)
 
 
+def dropped_by_reason(run: Path) -> dict[str, int]:
+    """Every rollout the committed ledger lines dropped, by reason (DROP_REASONS). The ledger, not steps.jsonl,
+    is the record: drops after the last step (a drop-only line, then the run stopped) have no metrics line."""
+    steps = committed_steps(run)
+    newest = steps[-1] if steps else -1
+    counts = {r: 0 for r in DROP_REASONS}
+    for line in read_ledger(run):
+        if line.get("step", newest + 1) <= newest:
+            for d in line.get("dropped", []):
+                counts[d.get("reason")] = counts.get(d.get("reason"), 0) + 1
+    return counts
+
+
 def read_steps_log(run: Path) -> list[dict[str, Any]]:
     return _read_lines(follow_dir(run) / STEPS_LOG)
 
