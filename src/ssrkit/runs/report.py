@@ -15,7 +15,7 @@ from ..store.artifact import Artifact, find_artifacts
 from ..store.attempts import current_reward
 from ..errors import SsrkitError
 from ..learning import learning_rows
-from ..store.follow import dropped_by_reason, read_steps_log
+from ..store.follow import DROP_REASONS, pending_drops, read_ledger, read_steps_log
 from .pool import Pool, round_artifacts, round_dir, round_metrics, round_numbers
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -113,12 +113,12 @@ def build_report(run: Path, learning: bool = True) -> dict[str, Any]:
 
 
 def continuous_summary(run: Path) -> dict[str, Any] | None:
-    """`train --follow`'s steps (RUN/follow/steps.jsonl) and their totals (drops from the ledger, their record);
-    None when nothing follows the run.
+    """`train --follow`'s steps (RUN/follow/steps.jsonl) and their totals; None when nothing follows the run.
     trainer_idle: the share of the follower's time spent waiting for data."""
     steps = read_steps_log(run)
     if not steps:
         return None
+    pending = pending_drops(read_ledger(run))  # dropped since the last step: in no metrics line yet
     staleness: Counter = Counter()
     for s in steps:
         staleness.update(s.get("staleness") or {})
@@ -126,7 +126,8 @@ def continuous_summary(run: Path) -> dict[str, Any] | None:
     busy = sum(float(s.get(k) or 0) for s in steps for k in ("step_s", "save_s", "refresh_s"))
     return {"steps": steps, "totals": {
         "steps": len(steps), "trained": sum(int(s.get("rollouts") or 0) for s in steps),
-        "dropped": dropped_by_reason(run),
+        "dropped": {r: sum(int((s.get("dropped") or {}).get(r, 0)) for s in steps) + pending.get(r, 0)
+                    for r in DROP_REASONS},
         "staleness": dict(sorted(staleness.items())),
         "wait_s": round(sum(float(s.get("wait_s") or 0) for s in steps), 3),
         "producer_wait_s": round(sum(float(s.get("producer_wait_s") or 0) for s in steps), 3),

@@ -155,16 +155,16 @@ def append_ledger(run: Path, line: dict[str, Any]) -> None:
     _append(follow_dir(run) / LEDGER, line)
 
 
-def dropped_by_reason(run: Path) -> dict[str, int]:
-    """Every rollout the committed ledger lines dropped, by reason (DROP_REASONS). The ledger, not steps.jsonl,
-    is the record: drops after the last step (a drop-only line, then the run stopped) have no metrics line."""
-    steps = committed_steps(run)
-    newest = steps[-1] if steps else -1
-    counts = {r: 0 for r in DROP_REASONS}
-    for line in read_ledger(run):
-        if line.get("step", newest + 1) <= newest:
+def pending_drops(ledger: list[dict[str, Any]]) -> dict[str, int]:
+    """Drops by reason of the drop-only ledger lines written since the last step committed (lines under the newest
+    step, with nothing trained). The next step's metrics line counts them, so a restart must read them from here;
+    until then steps.jsonl does not have them."""
+    newest = max((line.get("step", 0) for line in ledger if line.get("trained")), default=None)
+    counts: dict[str, int] = {}
+    for line in ledger:
+        if not line.get("trained") and (newest is None or line.get("step") == newest):
             for d in line.get("dropped", []):
-                counts[d.get("reason")] = counts.get(d.get("reason"), 0) + 1
+                counts[d["reason"]] = counts.get(d["reason"], 0) + 1
     return counts
 
 

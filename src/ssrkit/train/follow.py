@@ -89,15 +89,9 @@ def open_follow(cfg: TrainConfig, run: Path) -> Follower:
         settled={g for line in ledger for g in line.get("groups", [])},
         trained_ids={t["id"] for line in ledger for t in line.get("trained", [])},
         baselines=dict(baselines),
-        pending=pending_drops(ledger, newest),
+        pending=Counter(store.pending_drops(ledger)),
     )
 
-
-def pending_drops(ledger: list[dict[str, Any]], step: int) -> Counter:
-    """Drops by reason of the drop-only ledger lines written since step `step` committed: the next step's metrics
-    count them (a restart between such a line and the next step must not lose them from steps.jsonl)."""
-    return Counter(d["reason"] for line in ledger if line.get("step") == step and not line.get("trained")
-                   for d in line.get("dropped", []))
 
 
 def wait_for_batch(f: Follower) -> tuple[Batch | None, float]:
