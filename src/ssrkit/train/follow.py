@@ -295,8 +295,10 @@ def _one_step(f: Follower, batch: Batch, wait_s: float, parts: tuple, on_event: 
                                     "trained": [], "baselines": f.baselines})
         f.settled.update(line["groups"])
         f.pending.update(reasons)
-        log.info("dropped %d rollouts without a step (%s)", len(line["dropped"]),
-                 ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        said = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        log.info("%d complete group(s) settled without a step: %s", len(line["groups"]),
+                 f"{len(line['dropped'])} rollouts dropped ({said})" if line["dropped"]
+                 else "they hold no rewarded trajectory (e.g. injections that ended without submitting a bug)")
         return
     reasons, f.pending = reasons + f.pending, Counter()
     unknown = sum(1 for t in line["trained"] if t["staleness"] is None)
