@@ -7,7 +7,7 @@ ssrkit serve --stop --pid-file vllm.pid                                         
 ssrkit serve runs/r0/policy --replicas 4 --port 8000 --detach                      # one server per GPU, ports 8000-8003
 
 `--strategy` (restart, lora, nccl; chosen at --detach) says how `--refresh` moves the server; the settings live
-next to the pid file in vllm.pid.json. The work is done by ssrkit.serve; this module parses and prints.
+next to the pid file in vllm.pid.json. The work is done by ssrkit.serving; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 if TYPE_CHECKING:
-    from ssrkit.serve import PolicyServer
+    from ssrkit.serving import PolicyServer
 
 
 def serve(
@@ -71,7 +71,7 @@ def serve(
                                           "consecutive ports from --port (each with its own pid file and log).")] = 1,
 ) -> None:
     """Serve a policy checkpoint with vLLM (OpenAI-compatible) and wait until it answers."""
-    from ssrkit.serve import ServeError
+    from ssrkit.serving import ServeError
 
     try:
         if replicas > 1:
@@ -87,14 +87,14 @@ def serve(
     pid_file = pid_file or Path(f"vllm-{port}.pid")
     try:
         if stop:
-            from ssrkit.serve import stop_detached
+            from ssrkit.serving import stop_detached
 
             typer.echo(f"stopped server (process group {stop_detached(pid_file)})")
             return
         if checkpoint is None:
             raise ServeError("no checkpoint given")
         if refresh:
-            from ssrkit.serve import refresh_detached
+            from ssrkit.serving import refresh_detached
 
             _report(refresh_detached(pid_file, checkpoint, strategy), json_output)
             return
@@ -106,7 +106,7 @@ def serve(
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
-    from ssrkit.serve import ServeError
+    from ssrkit.serving import ServeError
 
     out = {}
     for pair in pairs:
@@ -120,7 +120,7 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[str], command: str, vllm_args: str,
            env: dict[str, str], strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
            json_output: bool, lora_keep: int = 1) -> None:
-    from ssrkit.serve import PolicyServer, ServeConfig, record_detached
+    from ssrkit.serving import PolicyServer, ServeConfig, record_detached
 
     if detach and log is None:
         log = Path(f"vllm-{port}.log")
@@ -171,7 +171,7 @@ def _replicas(n: int, checkpoint: Optional[Path], port: int, host: str, served_m
               command: str, vllm_args: str, strategy: Optional[str], timeout: float, detach: bool, stop: bool,
               refresh: bool, json_output: bool) -> None:
     """N servers of one checkpoint on ports port..port+N-1, server i on GPU i; --stop/--refresh all of them."""
-    from ssrkit.serve import PolicyServer, ServeConfig, ServeError, record_detached, refresh_detached, stop_detached
+    from ssrkit.serving import PolicyServer, ServeConfig, ServeError, record_detached, refresh_detached, stop_detached
 
     ports = [port + i for i in range(n)]
     if stop:
@@ -229,7 +229,7 @@ def _report_all(servers: list["PolicyServer"], json_output: bool) -> None:
 
 
 def _versioned(checkpoint: Path) -> bool:
-    from ssrkit.serve import policy_of
+    from ssrkit.serving import policy_of
 
     return policy_of(checkpoint) is not None
 

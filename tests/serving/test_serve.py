@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.net import free_port
 from fixtures.paths import FIXTURES, SRC
-from ssrkit.serve import NCCLStrategy, PolicyServer, ServeConfig, ServeError, VLLMNCCLTransport
+from ssrkit.serving import NCCLStrategy, PolicyServer, ServeConfig, ServeError, VLLMNCCLTransport
 
 pytestmark = pytest.mark.train
 
@@ -134,7 +134,7 @@ def test_launch_asks_for_processed_logprobs_and_the_checkpoint_dtype(fake_vllm, 
 
 def test_a_broken_vllm_script_falls_back_to_the_module_entry_point(tmp_path, monkeypatch):
     """The community CPU build installs a `vllm` script that cannot find its own package metadata."""
-    from ssrkit.serve import MODULE_ENTRY
+    from ssrkit.serving import MODULE_ENTRY
 
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)

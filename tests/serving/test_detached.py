@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ssrkit.serve import ServeError, attach_detached, sidecar_path, start_time, stop_detached
+from ssrkit.serving import ServeError, attach_detached, sidecar_path, start_time, stop_detached
 
 
 @pytest.fixture
