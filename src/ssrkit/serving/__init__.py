@@ -39,7 +39,9 @@ The package, split by job:
 - `launch`: the command that starts vLLM on a checkpoint, and the checkpoint's policy version;
 - `strategies`: how a running server moves to a new checkpoint (restart, lora; `STRATEGIES`), `nccl` the third;
 - `server`: `PolicyServer`, one server's lifecycle;
-- `detached`: a server started by `ssrkit serve --detach`, found again through its pid file.
+- `detached`: a server started by `ssrkit serve --detach`, found again through its pid file;
+- `replicas`: N servers of one checkpoint on one machine (ports, GPUs, pid files);
+- `run`: what `ssrkit serve` does with the servers it starts (detached once ready, or watched until they exit).
 """
 
 from .config import ServeConfig, ServeError

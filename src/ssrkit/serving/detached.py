@@ -17,6 +17,17 @@ from .server import PolicyServer
 from .strategies import LoRAStrategy, check_strategy
 
 
+def default_pid_file(port: int) -> Path:
+    """`vllm-PORT.pid` in the working directory: the pid file of the server on PORT when none is named (each
+    replica's)."""
+    return Path(f"vllm-{port}.pid")
+
+
+def default_log_file(port: int) -> Path:
+    """`vllm-PORT.log` in the working directory: where a detached server on PORT writes when no log is named."""
+    return Path(f"vllm-{port}.log")
+
+
 def sidecar_path(pid_file: Path) -> Path:
     return pid_file.with_name(pid_file.name + ".json")
 
