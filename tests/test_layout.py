@@ -221,7 +221,7 @@ def _spellings(path: Path, name: str):
 #: (store constant, file) where the same spelling names another file, not the store's, and why
 SAME_SPELLING = {
     ("cache.NODE_REPOS", "cli/examples.py"): "the example repositories' folders (examples/repos, build/repos)",
-    ("runs.TASKS", "runs/export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
+    ("runs.TASKS", "runs/export/swebench.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
 }
 
 
