@@ -123,7 +123,7 @@ def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> 
 def raw_prepare(repo: Path, art: Artifact) -> float:
     """Time the git work of grading's graded state (`grade.prepare`) in a plain copy: apply the bug and the
     weakening, a fresh one-commit history, apply the fix (the oracle's: the bug reversed)."""
-    from ssrkit.sandbox.base import fresh_history_command
+    from ssrkit.sandbox.git import fresh_history_command
 
     with tempfile.TemporaryDirectory(prefix="ssrkit-raw-") as tmp:
         work = Path(tmp) / "repo"

@@ -27,6 +27,7 @@ SHIMS |= {"ssrkit.runslots"}  # step 6.1
 SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
 SHIMS |= {"ssrkit.pool", "ssrkit.report", "ssrkit.export"}  # step 6.3
 SHIMS |= {"ssrkit.serve"}  # step 6.4
+SHIMS |= {"ssrkit.image", "ssrkit.units"}  # step 6.5
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 

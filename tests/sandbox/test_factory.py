@@ -12,7 +12,7 @@ from fixtures.git import git
 from fixtures.repos import make_proj_repo
 from ssrkit.errors import SandboxError, SsrkitError
 from ssrkit.sandbox import SandboxOptions, open_sandbox
-from ssrkit.sandbox.base import OutputCapture, truncate_middle
+from ssrkit.sandbox.capture import OutputCapture, truncate_middle
 from ssrkit.sandbox.factory import docker_available, fingerprint
 from ssrkit.source import RepoSource
 

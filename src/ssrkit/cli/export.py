@@ -11,7 +11,7 @@ import typer
 from ..runs import export as core
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
-from ..image import BASE_IMAGE
+from ..sandbox.image import BASE_IMAGE
 from .common import ConfigOpt, ImageOpt, RepoOpt, WorkdirOpt, err_console, explicit_source, source_for
 
 EPILOG = """

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tomli_w
 
-from ...image import BASE_IMAGE
+from ...sandbox.image import BASE_IMAGE
 from ...store.fsutil import own_dir
 from ...store.source import DEFAULT_WORKDIR
 from .grader import _LIMITS, VERDICT_ZIP, _b64_heredoc, grader_script, verdict_zip

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import SsrkitError
-from ...image import BASE_IMAGE
+from ...sandbox.image import BASE_IMAGE
 from ...store.artifact import now_iso
 from ...store.fsutil import atomic_write_text, own_dir
 from ...store.source import DEFAULT_WORKDIR

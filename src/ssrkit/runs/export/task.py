@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 
 from ... import patch as patches
 from ...errors import SsrkitError
-from ...image import BASE_IMAGE, INSTALL_STEP
+from ...sandbox.image import BASE_IMAGE, INSTALL_STEP
 from ...solve import JUNK
 from ...solve.grade import GradeSettings
 from ...solve.solvers import task_from_weaken_diff
