@@ -46,11 +46,11 @@ from _checkout import use_checkout  # noqa: E402
 use_checkout()
 
 from ssrkit import patch  # noqa: E402
-from ssrkit.artifact import Artifact, find_artifacts  # noqa: E402
+from ssrkit.store.artifact import Artifact, find_artifacts  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.sandbox import PRISTINE, open_sandbox  # noqa: E402
 from ssrkit.sandbox.factory import docker_available  # noqa: E402
-from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.store.source import RepoSource  # noqa: E402
 from ssrkit.validate import Settings, Validator, validate_all  # noqa: E402
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from fixtures.git import init_repo
-from ssrkit.artifact import Artifact, Metadata, create_artifact, find_artifacts
+from ssrkit.store.artifact import Artifact, Metadata, create_artifact, find_artifacts
 from ssrkit.errors import SsrkitError
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 
 def write_five(path, **over):
@@ -83,7 +83,7 @@ def test_find_artifacts_skips_hidden_work_in_progress(tmp_path):
 
 
 def test_artifact_toml_repository_must_be_a_git_repository(tmp_path):
-    from ssrkit.artifact import Artifact
+    from ssrkit.store.artifact import Artifact
     from ssrkit.errors import SsrkitError
     from ssrkit.sandbox import fingerprint, open_sandbox
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ssrkit.config import load_config
+from ssrkit.store.config import load_config
 from ssrkit.errors import SsrkitError
 from ssrkit.validate import Settings
 

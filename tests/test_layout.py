@@ -18,16 +18,9 @@ pytestmark = pytest.mark.fast
 SRC = Path(__file__).resolve().parents[1] / "src" / "ssrkit"
 #: copied verbatim into exported tasks or sandboxes, where ssrkit cannot be imported
 STANDALONE = ("templates", "_cov")
-#: old import paths of moved modules (#27), one-line aliases of the new ones kept for branches still in flight;
-#: no rule applies to them and no module of src/ imports one (removed at #27's step 7.2)
-SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
-         "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
-SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
-SHIMS |= {"ssrkit.runslots"}  # step 6.1
-SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
-SHIMS |= {"ssrkit.pool", "ssrkit.report", "ssrkit.export"}  # step 6.3
-SHIMS |= {"ssrkit.serve"}  # step 6.4
-SHIMS |= {"ssrkit.image", "ssrkit.units"}  # step 6.5
+#: old import paths of moved modules, one-line aliases of the new ones kept while branches still in flight import
+#: them; no rule applies to them and no module of src/ imports one. Empty since #27's step 7.2 removed them all
+SHIMS: set[str] = set()
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -441,7 +434,7 @@ def test_the_verdict_imports_only_the_standard_library():
 
 #: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
 STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solve.solvers", "ssrkit.solve.repair", "ssrkit.solve.grade",
-          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export", "ssrkit.serve",
+          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export",
           "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
 
 

@@ -7,7 +7,7 @@ import pytest
 from fixtures.sandboxes import local_sandbox
 from fixtures.toyrepos import UNITS_OPS
 from ssrkit import patch as patches
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.mutation.operators import EXPRESSION, REMOVAL, functions, mutations
 from ssrkit.inject.procedural import Candidate, Session
 from ssrkit.mutation.source_text import SourceText

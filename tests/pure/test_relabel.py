@@ -9,8 +9,8 @@ import tomllib
 import pytest
 import tomli_w
 
-from ssrkit.fsutil import json_text
-from ssrkit.units import relabel_bytes
+from ssrkit.store.fsutil import json_text
+from ssrkit.executor.units import relabel_bytes
 
 pytestmark = pytest.mark.fast
 

@@ -9,10 +9,10 @@ import pytest
 
 from fixtures.runs import inject_dir, make_artifact, two_rounds_with_a_higher_order_artifact_made_twice
 from ssrkit.errors import SsrkitError
-from ssrkit.fsutil import atomic_write_json
+from ssrkit.store.fsutil import atomic_write_json
 from ssrkit.runs.pool import (METRICS, POOL, Pool, close_round, read_metrics, repo_label, round_dir, round_metrics,
                          select_tasks)
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 
 @pytest.fixture
