@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.recipe import recipe_env
 from fixtures.runs import two_rounds_with_a_higher_order_artifact_made_twice
-from ssrkit.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
+from ssrkit.runs.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
 
 
 def test_sparkline():
@@ -166,7 +166,7 @@ def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
 def test_strategy_mix_counts_each_valid_artifact_once_and_the_histogram_is_per_round(tmp_path):
     """A higher-order artifact made in two rounds, and an invalid one, do not swell the mix; the histogram
     counts each round's tasks in that round (round.json's `tasks`), not task-rounds pooled over the run."""
-    from ssrkit.report import build_report, write_plots
+    from ssrkit.runs.report import build_report, write_plots
 
     repo = tmp_path / "mylib"
     repo.mkdir()
