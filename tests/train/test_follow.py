@@ -158,3 +158,22 @@ def test_user_errors_and_a_second_follower(tmp_path, base, tiny_model_dir):
     with pytest.raises(Exception, match="followed from --model /elsewhere/model"):
         follow(config(base, tmp_path), tmp_path)
     assert json.loads((tmp_path / "follow" / "follow.json").read_text())["model"] == "/elsewhere/model"
+
+
+def test_the_followers_threads_sleep_when_they_wait_unless_the_user_chose(tmp_path):
+    """On cores shared with producers and vLLM, spinning OpenMP threads cost a step 3x its CPU and wall time
+    (benchmarks/continuous.py): the follower sets OMP_WAIT_POLICY=PASSIVE before torch loads, keeps a user's own."""
+    code = (
+        "import os, sys\n"
+        "from ssrkit.train import TrainError, run_follow, share_cores\n"
+        "from ssrkit.train.config import TrainConfig\n"
+        "os.environ['OMP_WAIT_POLICY'] = 'ACTIVE'; share_cores(); user = os.environ['OMP_WAIT_POLICY']\n"
+        "del os.environ['OMP_WAIT_POLICY']\n"
+        "try:\n    run_follow(TrainConfig(model='m', follow=sys.argv[1]), sys.argv[1])\nexcept TrainError:\n    pass\n"
+        "print(user, os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).parents[2] / "src")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.stdout.split() == ["ACTIVE", "PASSIVE", "True"], proc.stderr[-2000:]
