@@ -5,6 +5,7 @@ neither loses nor repeats a rollout, and the version sequence continues."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -217,3 +218,24 @@ def test_an_injector_group_waits_for_its_record_and_current_rewards_then_trains_
     before, after = row_logprob_sums(store.step_dir(run, 1), examples), row_logprob_sums(store.step_dir(run, 2),
                                                                                            examples)
     assert all((a - b) * e.advantage > 0 for e, b, a in zip(examples, before, after)), (before, after)
+
+
+def test_the_followers_threads_sleep_when_they_wait_unless_the_user_chose(tmp_path):
+    """On cores shared with producers and vLLM, spinning OpenMP threads cost a step 3x its CPU and wall time
+    (benchmarks/continuous.py): the follower sets OMP_WAIT_POLICY=PASSIVE before torch loads, keeps a user's own."""
+    code = (
+        "import os, sys\n"
+        "from ssrkit.train import TrainError, run_follow, share_cores\n"
+        "from ssrkit.train.config import TrainConfig\n"
+        "os.environ['OMP_WAIT_POLICY'] = 'ACTIVE'; share_cores(); user = os.environ['OMP_WAIT_POLICY']\n"
+        "del os.environ['OMP_WAIT_POLICY']\n"
+        "try:\n    run_follow(TrainConfig(model='m', follow=sys.argv[1]), sys.argv[1])\nexcept TrainError:\n    pass\n"
+        "print(user, os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)\n"
+    )
+    from fixtures.paths import SRC
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = str(SRC)
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "missing")], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.stdout.split() == ["ACTIVE", "PASSIVE", "True"], proc.stderr[-2000:]

@@ -17,6 +17,8 @@ Importing this package does not import torch; `require_train_deps()` says what t
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
 
 from ssrkit.train.config import TrainConfig, resolve_config
 from ssrkit.train.errors import TrainError
@@ -48,6 +50,7 @@ def run_training(cfg: TrainConfig, artifacts):  # noqa: ANN001 - thin lazy wrapp
 def run_follow(cfg: TrainConfig, run):  # noqa: ANN001 - thin lazy wrapper
     """`ssrkit.train.follow.follow`: continuous training on the run directory `run` (`ssrkit train --follow`)."""
     require_train_deps()
+    share_cores()
     from ssrkit.train.follow import follow
     from ssrkit.train.loop import release_process_group
 
@@ -55,3 +58,13 @@ def run_follow(cfg: TrainConfig, run):  # noqa: ANN001 - thin lazy wrapper
         return follow(cfg, run)
     finally:
         release_process_group()
+
+
+def share_cores() -> None:
+    """The follower shares the machine's cores with producers, sandboxes and servers by design, and torch's OpenMP
+    threads spin between parallel regions by default: on busy cores the spin takes CPU from the others and each
+    region waits for a descheduled thread (`benchmarks/continuous.py`'s docstring: 3x the CPU and wall time of a
+    step on 2 shared cores). So the follower's threads sleep when they wait (`OMP_WAIT_POLICY=PASSIVE`), unless
+    the user chose a policy; it must be set before torch loads OpenMP, so it does nothing once torch is imported."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
