@@ -34,9 +34,9 @@ def test_precedence_and_roundtrip(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("[train]\nlearning_rate = 1\n", "unknown key"),
+        ("[train]\nlearning_rate = 1\n", "unknown setting 'learning_rate'"),
         ("[train]\nepochs = 'two'\n", r"\[train\] epochs must be an integer, got 'two'"),
-        ("[train]\nmax_lenght = 1\n", r"unknown key in \[train\]: max_lenght \(did you mean max_length\?\); known: model, out"),
+        ("[train]\nmax_lenght = 1\n", r"\[train\]: unknown setting 'max_lenght' \(did you mean 'max_length'\?\); known: model, out"),
         ("[train]\nis_correction = 'clip'\n", "is_correction must be one of"),
         ("[train]\nroles = ['']\n", "roles must be"),
         ("[train]\nmicro_batch_size = 0\n", "at least 1"),

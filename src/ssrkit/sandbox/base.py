@@ -17,15 +17,12 @@ import shlex
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 from ..verdict.output import OutputCapture, truncate_middle  # noqa: F401 - the backends keep output with these
 from .git import GIT_IDENTITY
-
-if TYPE_CHECKING:
-    from ..store.config import Config
 
 PRISTINE = "pristine"
 
@@ -83,19 +80,6 @@ class SandboxOptions:
     #: isolates the filesystem (local with bubblewrap: an empty tmpfs / an empty file over each; docker
     #: never mounts host paths)
     hide: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_config(cls, cfg: "Config") -> "SandboxOptions":
-        """`[sandbox]`: limits (memory_mb, pids, cpus, file_size_mb), env, setup; defaults are `Limits`'s."""
-        sec, d = cfg.section("sandbox"), Limits()
-        limits = Limits(
-            memory_mb=int(sec.get("memory_mb", d.memory_mb)),
-            pids=int(sec.get("pids", d.pids)),
-            cpus=float(sec.get("cpus", d.cpus)),
-            file_size_mb=int(sec.get("file_size_mb", d.file_size_mb)),
-        )
-        env = {str(k): str(v) for k, v in (sec.get("env") or {}).items()}
-        return cls(limits=limits, env=env, setup=sec.get("setup") or None)
 
 
 class Sandbox(ABC):

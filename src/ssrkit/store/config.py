@@ -1,6 +1,8 @@
 """One resolved configuration: the settings classes' defaults < `ssrkit.toml` < command-line flags (SPEC §11).
 
-The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`).
+The file has one section per stage (`[validate]`, `[sandbox]`, `[inject]`, `[solve]`, `[reward]`, `[train]`,
+`[agent]`, `[run]`), each read by settings classes (`SECTIONS`) through one loader (`load_settings`): a field's
+type checks its value, its metadata (`setting`) carries its help, and a key no reader reads is an error.
 A repository may carry its own `ssrkit.toml` (a per-repository profile); the user's file wins over it. The
 resolved configuration is written next to outputs so any run can be replayed.
 
@@ -18,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import json
 import logging
 import os
+import re
 import tomllib
 import types
 import typing
@@ -39,14 +43,15 @@ from .fsutil import atomic_write_text
 #: written once; the keys a section accepts are the settable fields of its readers (any other is an error).
 #: Named, not imported: store/ is the bottom layer, and a command imports only the readers of what it reads.
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "validate": (),
-    "sandbox": (),
-    "inject": (),
-    "solve": (),
-    "reward": (),
+    "validate": ("ssrkit.validate.settings:Settings",),
+    "sandbox": ("ssrkit.sandbox.settings:SandboxSettings",),
+    "inject": ("ssrkit.inject.runner:InjectSettings", "ssrkit.agents.client:ModelSettings"),
+    "solve": ("ssrkit.solve.engine:SolveOptions", "ssrkit.solve.grade:GradeSettings",
+              "ssrkit.agents.client:ModelSettings"),
+    "reward": ("ssrkit.store.attempts:RewardSettings",),
     "train": ("ssrkit.train.config:TrainConfig",),
-    "agent": (),
-    "run": (),
+    "agent": ("ssrkit.agents.loop:AgentConfig", "ssrkit.agents.client:AgentSampling"),
+    "run": ("ssrkit.executor:ExecutorSettings", "ssrkit.store.runs:RecipeRecord"),
 }
 
 CONFIG_NAME = "ssrkit.toml"
@@ -258,7 +263,8 @@ def check_section(cfg: Config, section: str) -> dict[str, Any]:
     """`[section]` of `cfg` (keys with `-` read as `_`), or an error naming the unknown key, the closest known
     one and all of them."""
     table = cfg.data.get(section, {})
-    where = ", ".join(s for s in cfg.sources if s != "defaults") or "the configuration"
+    where = next((s for s in reversed(cfg.sources) if s != "defaults"), "the configuration")  # a profile's
+    # unknown keys never get here: `repo_profile` keeps only what it may set
     if not isinstance(table, dict):
         raise SsrkitError(f"{where}: [{section}] must be a table")
     known = known_keys(section)
@@ -266,48 +272,66 @@ def check_section(cfg: Config, section: str) -> dict[str, Any]:
         name = key.replace("-", "_")
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            raise SsrkitError(f"{where}: unknown key in [{section}]: {key}{hint}; known: {', '.join(known)}")
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SsrkitError(f"{where}: [{section}]: unknown setting {key!r}{hint}; known: {', '.join(known)}")
     return {k.replace("-", "_"): v for k, v in table.items()}
 
 
-_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", Any: "anything"}
 
 
 def kind_name(kind: Any) -> str:
-    args = [a for a in typing.get_args(kind) if a is not type(None)]
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
-        return kind_name(args[0])
+        return " or ".join(kind_name(a) for a in typing.get_args(kind) if a is not type(None))
     if typing.get_origin(kind) is list:
         return "a list of strings"
     if typing.get_origin(kind) is dict:
         return "a table of strings"
-    return _KINDS[kind]
+    return _KINDS.get(kind, getattr(kind, "__name__", str(kind)))
 
 
-def coerce(where: str, value: Any, kind: Any) -> Any:
-    """`value` checked against the field's type: a comma-separated string is a list; a table's values become
-    strings; an integer where a number is expected stays as written (the validation key hashes the file's
-    values). Anything else is an error naming `where` (`[section] key` or `--flag`), the type and the value."""
+_CHECKS: dict[Any, Callable[[Any], bool]] = {
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    str: lambda v: isinstance(v, str),
+}
+
+
+def _fits(value: Any, kind: Any) -> tuple[bool, Any]:
+    """(whether `value` is a `kind`, the value as that kind)."""
     origin = typing.get_origin(kind)
+    if kind is Any:
+        return True, value
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(kind) if a is not type(None)]
-        return None if value is None else coerce(where, value, inner[0])
-    ok = {bool: lambda v: isinstance(v, bool),
-          int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-          float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-          str: lambda v: isinstance(v, str)}
+        for alt in typing.get_args(kind):
+            if alt is not type(None):
+                ok, out = _fits(value, alt)
+                if ok:
+                    return ok, out
+        return False, value
     if origin is list:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
-        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return list(value)
-    elif origin is dict:
-        if isinstance(value, dict) and all(isinstance(v, (str, int, float, bool)) for v in value.values()):
-            return {str(k): str(v) for k, v in value.items()}
-    elif ok[kind](value):
-        return value
-    raise SsrkitError(f"{where} must be {kind_name(kind)}, got {value!r}")
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        return ok, list(value) if ok else value
+    if origin is dict:
+        scalars = isinstance(value, dict) and all(isinstance(v, (str, int, float, bool)) for v in value.values())
+        return scalars, {str(k): str(v) for k, v in value.items()} if scalars else value
+    if kind not in _CHECKS:  # a nested settings object, given by the code (never by the file)
+        return isinstance(value, kind), value
+    return _CHECKS[kind](value), value
+
+
+def coerce(where: str, value: Any, kind: Any) -> Any:
+    """`value` checked against the field's type (the first alternative of a union that fits): a comma-separated
+    string is a list; a table's values become strings; an integer where a number is expected stays as written
+    (the validation key hashes the file's values, `validate.Settings.key`). Anything else is an error naming
+    `where` (`[section] key` or `--flag`), the type and the value."""
+    ok, out = _fits(value, kind)
+    if not ok:
+        raise SsrkitError(f"{where} must be {kind_name(kind)}, got {value!r}")
+    return out
 
 
 def load_settings(cls: type[T], cfg: Config | None, *, section: str | None = None, **flags: Any) -> T:
@@ -332,3 +356,28 @@ def load_settings(cls: type[T], cfg: Config | None, *, section: str | None = Non
         if value is not None:
             values[name] = coerce("--" + name.replace("_", "-"), value, helps[name].kind)
     return cls(**values)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "—"
+    return json.dumps(value, ensure_ascii=False).replace("|", "\\|")
+
+
+def settings_reference() -> str:
+    """docs/config.md's tables: every key of every section with its type, default and meaning, made from the
+    readers' field metadata (`python -m ssrkit.store.config` prints it; a test keeps the page equal to it)."""
+    out = []
+    for section, readers in SECTIONS.items():
+        out += [f"### [{section}]", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+        for path in readers:
+            for h in settings_help(_reader(path)).values():
+                if h.config and (h.section or section) == section:
+                    kind = "any" if h.kind is Any else re.sub(r"\b(a|an) ", "", kind_name(h.kind))
+                    out.append(f"| `{h.name}` | {kind} | `{_shown(h.default)}` | {h.help.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(settings_reference(), end="")
