@@ -61,11 +61,11 @@ def cpu() -> float:
 def measure(repo: Path, out: Path, strategies: list[str], args, env: dict[str, str]) -> dict:
     cfg = load_config(None, repo)
     cfg.section("sandbox").setdefault("env", {}).update(env)
-    from ssrkit.sandbox import SandboxOptions
+    from ssrkit.sandbox import sandbox_options
 
     c0, w0 = cpu(), time.monotonic()
     res = inject(repo, out, n=args.n, jobs=args.jobs, seed=args.seed, strategies=strategies, config=cfg,
-                 backend="local", options=SandboxOptions.from_config(cfg))
+                 backend="local", options=sandbox_options(cfg))
     c1, w1 = cpu(), time.monotonic()
     return {"result": res, "cpu": c1 - c0, "wall": w1 - w0}
 

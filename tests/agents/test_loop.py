@@ -88,7 +88,7 @@ def test_truncate_keeps_head_and_tail():
 
 
 def test_config_from_toml_section():
-    cfg = AgentConfig.from_dict({"max_turns": 7, "context_tokens": 0, "wall_clock_s": 60, "model": {"x": 1}})
+    cfg = AgentConfig.from_dict({"max_turns": 7, "context_tokens": 0, "wall_clock_s": 60})
     assert (cfg.max_turns, cfg.context_tokens, cfg.wall_clock_s) == (7, None, 60.0)
     with pytest.raises(SsrkitError, match="unknown setting 'max_turn'"):
         AgentConfig.from_dict({"max_turn": 3})

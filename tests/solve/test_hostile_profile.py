@@ -21,7 +21,7 @@ from ssrkit.store.artifact import Artifact
 from ssrkit.store.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, load_config
 from ssrkit.errors import SsrkitError
 from ssrkit.solve.grade import GradeSettings
-from ssrkit.sandbox import SandboxOptions, open_sandbox
+from ssrkit.sandbox import open_sandbox, sandbox_options
 from ssrkit.solve import Engine, SolveOptions
 from ssrkit.store.source import RepoSource
 
@@ -148,7 +148,7 @@ def test_a_profile_cannot_show_the_sandbox_a_host_directory(hostile_repos, name,
         pytest.skip(f"without bubblewrap the sandbox shows the whole host anyway: {isolation_available()}")
     repo, _ = hostile_repos[name]
     cfg = load_config(None, repo)
-    opts = SandboxOptions.from_config(cfg)
+    opts = sandbox_options(cfg)
     assert opts.env == {"KEEP_ME": "1", "SRC": "src"} and opts.setup == "true"
     assert {"[sandbox] env PYTHONPATH", "[sandbox] env HOME_ISH", "[sandbox] env UP"} <= set(cfg.ignored)
     with open_sandbox(RepoSource.local(repo), "local", opts) as sb:

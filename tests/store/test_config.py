@@ -38,3 +38,4 @@ def test_unknown_section_and_bad_toml(tmp_path):
 def test_bad_settings_are_user_errors():
     with pytest.raises(SsrkitError, match="total_break"):
         Settings.from_section({"total_break": "maybe"})
+

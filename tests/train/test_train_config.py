@@ -34,8 +34,9 @@ def test_precedence_and_roundtrip(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("[train]\nlearning_rate = 1\n", "unknown key"),
-        ("[train]\nepochs = 'two'\n", "must be an integer"),
+        ("[train]\nlearning_rate = 1\n", "unknown setting 'learning_rate'"),
+        ("[train]\nepochs = 'two'\n", r"\[train\] epochs must be an integer, got 'two'"),
+        ("[train]\nmax_lenght = 1\n", r"\[train\]: unknown setting 'max_lenght' \(did you mean 'max_length'\?\); known: model, out"),
         ("[train]\nis_correction = 'clip'\n", "is_correction must be one of"),
         ("[train]\nroles = ['']\n", "roles must be"),
         ("[train]\nmicro_batch_size = 0\n", "at least 1"),
@@ -50,22 +51,38 @@ def test_bad_configs_are_user_errors(tmp_path, text, message):
 
 
 def test_every_field_is_a_flag_with_its_meaning_and_default():
-    """`ssrkit train`'s options are made from TrainConfig: a new field is a flag, documented by its comment."""
+    """`ssrkit train`'s options are made from TrainConfig: a new field is a flag, documented by its metadata."""
     import inspect
 
     from ssrkit.cli.train import train
-    from ssrkit.train.config import config_fields, field_docs
+    from ssrkit.store.config import settings_help
 
     params = inspect.signature(train).parameters
-    docs = field_docs()
-    for name, f in config_fields().items():
+    docs = settings_help(TrainConfig)
+    for name, doc in docs.items():
         assert name in params, name
-        assert docs[name].help, f"TrainConfig.{name} has no comment to document it"
+        assert doc.help and doc.panel, f"TrainConfig.{name} has no help or panel in its metadata"
         opt = params[name].annotation.__metadata__[0]
-        if f.default is not dataclasses.MISSING and f.default not in ("", None):
-            shown = ("on" if f.default else "off") if isinstance(f.default, bool) else f.default
+        if doc.default not in ("", None, []):
+            shown = ("on" if doc.default else "off") if isinstance(doc.default, bool) else doc.default
+            shown = ",".join(shown) if isinstance(shown, list) else shown
             assert f"(default: {shown})" in opt.help, (name, opt.help)
     assert docs["lr"].panel == "Optimisation" and docs["kl_coef"].panel == "Loss"
+
+
+def test_train_help_is_the_snapshot_taken_before_the_settings_loader():
+    """`ssrkit train --help` at a fixed width is byte-identical to its text on main before TrainConfig's help
+    moved from source comments (read by a regex) to field metadata (#27 phase 5.1; data/train_help.txt)."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from ssrkit.cli.main import app
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "100", "TERMINAL_WIDTH": None,
+                                                            "NO_COLOR": "1"})
+    assert res.exit_code == 0, res.output
+    assert res.output == (Path(__file__).parent / "data" / "train_help.txt").read_text(encoding="utf-8")
 
 
 def test_flags_reach_the_config(tmp_path, monkeypatch):

@@ -19,10 +19,11 @@ import threading
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import SsrkitError
+from ..store.config import setting
 from .policy import Resolved, resolve
 
 
@@ -72,11 +73,35 @@ class Sampling:
         return {k: v for k, v in asdict(self).items() if v is not None and v != {}}
 
 
-#: `[agent]` keys that are sampling parameters (the model client's), not agent limits
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
-#: `[agent]` keys of the model client itself: follow the newest policy the server offers (`agents.policy`), and
-#: how long a turn waits for a server that is down (restarting for a refresh) before the run ends with `error`
-CLIENT_KEYS = ("follow_policy", "server_wait")
+#: where a client reads its API key unless told otherwise
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+
+@dataclass
+class AgentSampling:
+    """`[agent]` keys of the model client: sampling parameters (defaults: `Sampling`'s), whether to follow the
+    newest policy the server offers (`agents.policy`), and how long a turn waits for a server that is down
+    (restarting for a refresh) before the run ends with `error`."""
+
+    SECTION: ClassVar[str] = "agent"
+
+    temperature: float = setting(Sampling.temperature, help="sampling temperature")
+    top_p: float = setting(Sampling.top_p, help="nucleus sampling")
+    max_tokens: int = setting(Sampling.max_tokens, help="tokens per reply")
+    follow_policy: bool = setting(False, help="follow the newest policy the server offers (continuous training)")
+    server_wait: float = setting(0.0, help="seconds a turn waits for a server that is down before the run ends")
+
+
+@dataclass
+class ModelSettings:
+    """The endpoint of an LLM agent, in the section of its stage (`[inject]`, `[solve]`); the flags win."""
+
+    base_url: list[str] = setting(factory=list, help="the OpenAI-compatible server(s), e.g. "
+                                  "http://localhost:8000/v1 (several: a pool)")
+    model: str = setting("", help="the model name the server serves")
+    api_key_env: str = setting(DEFAULT_KEY_ENV, help="the environment variable holding the API key")
+
+
 #: a server that never listed a policy alias is asked again at most this often (a hosted API is not polled per turn)
 POLICY_REPROBE_S = 60.0
 
@@ -118,7 +143,7 @@ class ModelClient:
         base_url: str,
         model: str,
         *,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_KEY_ENV,
         sampling: Sampling | None = None,
         want_token_ids: bool = True,
         max_retries: int = 5,

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import SsrkitError
-from .client import SAMPLING_KEYS, Completion, ModelClient, ModelError, Sampling, ServerDownError
+from ..store.config import load_settings
+from .client import (AgentSampling, Completion, ModelClient, ModelError, ModelSettings, Sampling,
+                     ServerDownError)
 
 if TYPE_CHECKING:
     from ..store.config import Config
@@ -72,22 +74,15 @@ def client_from_config(cfg: "Config", section: str, *, base_url: Iterable[str] |
     """The model client of an LLM agent: flags first, then `[section]` (base_url, model, api_key_env), then
     `[agent]`'s sampling keys (temperature, top_p, max_tokens); defaults are `ModelClient`'s and `Sampling`'s.
     Several base URLs give an EndpointPool."""
-    urls = base_urls(base_url or cfg.get(section, "base_url"))
-    model = model or cfg.get(section, "model")
-    if not urls or not model:
+    m = load_settings(ModelSettings, cfg, section=section, model=model or None, api_key_env=api_key_env or None)
+    urls = base_urls(base_url or m.base_url)
+    if not urls or not m.model:
         raise SsrkitError(f"the llm agent needs --base-url and --model (or base_url/model in [{section}]), e.g. "
                           "--base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-Coder-7B-Instruct")
-    agent = cfg.section("agent")
-    sampling = Sampling(**{k: agent[k] for k in SAMPLING_KEYS if k in agent})
-    if temperature is not None:
-        sampling.temperature = temperature
-    if max_tokens is not None:
-        sampling.max_tokens = max_tokens
-    key_env = api_key_env or cfg.get(section, "api_key_env")
-    return connect(urls, model, sampling=sampling, want_token_ids=token_ids,
-                   follow_policy=bool(agent.get("follow_policy", False)),
-                   server_wait_s=float(agent.get("server_wait", 0.0)),
-                   **({"api_key_env": key_env} if key_env else {}))
+    a = load_settings(AgentSampling, cfg, temperature=temperature, max_tokens=max_tokens)
+    sampling = Sampling(temperature=a.temperature, top_p=a.top_p, max_tokens=a.max_tokens)
+    return connect(urls, m.model, sampling=sampling, want_token_ids=token_ids, follow_policy=a.follow_policy,
+                   server_wait_s=float(a.server_wait), api_key_env=m.api_key_env)
 
 
 class EndpointPool:

@@ -14,12 +14,13 @@ import posixpath
 import shlex
 import time
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from ..errors import SsrkitError
+from ..store.config import Config, load_settings, setting
 from ..patch import unsafe_path_reason
 from ..sandbox.base import FileTooLargeError, Sandbox
-from .client import CLIENT_KEYS, SAMPLING_KEYS, Completion, ContextLengthError, ModelClient, ModelError
+from .client import Completion, ContextLengthError, ModelClient, ModelError
 from .tools import FORMAT_HELP, FormatError, ToolCall, ToolError, apply_blocks, parse_tool_call, truncate
 from .trajectory import Trajectory
 
@@ -38,41 +39,39 @@ class _TooLarge(ToolError):
 class AgentConfig:
     """Limits of one agent run; the `[agent]` section of ssrkit.toml. 0 means "no limit" where noted."""
 
-    max_turns: int = 50  # assistant turns
-    command_timeout: float = 120.0  # seconds per bash call; the whole process group is killed after it
-    context_tokens: int | None = 65536  # stop with `context_limit` when the conversation reaches it (0: none)
-    wall_clock_s: float | None = 3600.0  # whole run (0: none)
-    max_format_errors: int = 3  # consecutive malformed replies
-    output_chars: int = 10_000  # tool output kept per call (head and tail)
+    SECTION: ClassVar[str] = "agent"
+
+    max_turns: int = setting(50, help="assistant turns")
+    command_timeout: float = setting(120.0, help="seconds per bash call; the whole process group is killed "
+                                                 "after it")
+    context_tokens: int | None = setting(65536, help="stop with context_limit when the conversation reaches "
+                                                     "it (0: none)")
+    wall_clock_s: float | None = setting(3600.0, help="seconds for the whole run (0: none)")
+    max_format_errors: int = setting(3, help="consecutive malformed replies")
+    output_chars: int = setting(10_000, help="tool output kept per call (head and tail)")
 
     @classmethod
     def from_config(cls, cfg: Any, **flags: Any) -> "AgentConfig":
-        """`[agent]` of the resolved configuration (`ssrkit.store.config.Config`), then `flags` (None = not given)."""
-        return cls.from_dict({**cfg.section("agent"), **{k: v for k, v in flags.items() if v is not None}})
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "AgentConfig":
-        """Read a TOML section; sub-tables (e.g. a model table) are left to their owners."""
-        known = {f.name for f in fields(cls)}
-        values = {}
-        for key, value in (data or {}).items():
-            if isinstance(value, dict) or key in SAMPLING_KEYS + CLIENT_KEYS:  # sub-tables, the client's: theirs
-                continue
-            if key not in known:
-                raise SsrkitError(f"[agent]: unknown setting {key!r}; known: {', '.join(sorted(known))}")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise SsrkitError(f"[agent] {key} must be a non-negative number, got {value!r}")
-            values[key] = value
-        cfg = cls(**values)
+        """`[agent]` of the resolved configuration (`ssrkit.store.config.Config`), then `flags` (None = not
+        given); the sampling keys of `[agent]` are the client's (`agents.client.AgentSampling`)."""
+        cfg = load_settings(cls, cfg, **flags)
+        for f in fields(cls):
+            value = getattr(cfg, f.name)
+            if value is not None and value < 0:
+                raise SsrkitError(f"[agent] {f.name} must be a non-negative number, got {value!r}")
         cfg.context_tokens = int(cfg.context_tokens) if cfg.context_tokens else None
         cfg.wall_clock_s = float(cfg.wall_clock_s) if cfg.wall_clock_s else None
         for key in ("max_turns", "max_format_errors", "output_chars"):
-            if int(getattr(cfg, key)) < 1:
+            if getattr(cfg, key) < 1:
                 raise SsrkitError(f"[agent] {key} must be at least 1")
-            setattr(cfg, key, int(getattr(cfg, key)))
         if cfg.command_timeout <= 0:
             raise SsrkitError("[agent] command_timeout must be positive")
         return cfg
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "AgentConfig":
+        """An `[agent]` table alone."""
+        return cls.from_config(Config({"agent": dict(data or {})}))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

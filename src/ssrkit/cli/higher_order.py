@@ -13,7 +13,7 @@ from ..errors import SsrkitError
 from ..executor import Shard, executor_from_config, shard_items
 from ..solve.grade import GradeSettings
 from ..solve.higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
-from ..sandbox import SandboxOptions, backend_from_config
+from ..sandbox import backend_from_config, sandbox_options
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
                      WorkdirOpt, config_for, console, explicit_source, print_json, safe, source_for)
@@ -86,7 +86,7 @@ def higher_order(
     first = items[0][1] if items else None
     cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
     be = backend_from_config(cfg, backend)
-    options = SandboxOptions.from_config(cfg)
+    options = sandbox_options(cfg)
     validator = Validator(Settings.from_config(cfg, jobs=jobs), backend=be, options=options)
     with executor_from_config(cfg, executor, ray_address, validator.settings.jobs) as ex:
         outcomes = make_all(items, out, settings=GradeSettings.from_config(cfg), max_new=max_new, executor=ex,

@@ -13,7 +13,7 @@ from ..errors import SsrkitError
 from ..agents.endpoints import client_from_config
 from ..executor import Shard, executor_from_config
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
-from ..sandbox import SandboxOptions
+from ..sandbox import sandbox_options
 from ..store.source import DEFAULT_WORKDIR, RepoSource, require_git_toplevel
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
@@ -130,7 +130,7 @@ def inject(
 
     strategies = parse_strategies(strategy or "expression,removal,history,combine")
     kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
-                                  backend=backend, options=SandboxOptions.from_config(cfg), cache=not no_cache,
+                                  backend=backend, options=sandbox_options(cfg), cache=not no_cache,
                                   max_tries=max_tries)
     if the_shard is not None:
         # shard K makes its share of --n from the candidates of its shard (disjoint from the others')
@@ -186,7 +186,7 @@ def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, s
 
     mixture = parse_mixture(strategy)
     kwargs = dict(client=client, n=n, jobs=jobs, seed=seed, mixture=mixture, config=cfg, backend=backend,
-                  options=SandboxOptions.from_config(cfg), validate=validate, executor=executor, shard=shard)
+                  options=sandbox_options(cfg), validate=validate, executor=executor, shard=shard)
     if shard is not None:
         n = shard.share(n)
     if as_json:

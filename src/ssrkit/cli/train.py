@@ -12,7 +12,6 @@ written to OUT/train_config.toml. To try it without a GPU or a model download, m
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import logging
@@ -22,16 +21,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..train.config import config_fields, field_docs
+from ..store.config import FieldHelp, settings_help
+from ..train.config import TrainConfig
 
 #: bool flags whose negative is not --no-NAME (kept for scripts written against earlier releases)
 _SWITCHES = {"drop_zero_variance": "--drop-zero-variance/--keep-zero-variance"}
 
 
-def _option(f: dataclasses.Field, doc: Any) -> inspect.Parameter:
-    """One `TrainConfig` field as a flag: its type, its comment as help, its default shown; None = not given,
-    so `[train]` of ssrkit.toml applies."""
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+def _option(f: FieldHelp) -> inspect.Parameter:
+    """One `TrainConfig` field as a flag: its type, its help and panel (the field's metadata), its default
+    shown; None = not given, so `[train]` of ssrkit.toml applies."""
+    default = f.default
     flag = "--" + f.name.replace("_", "-")
     if isinstance(default, bool):
         kind: Any = bool
@@ -40,11 +40,11 @@ def _option(f: dataclasses.Field, doc: Any) -> inspect.Parameter:
         kind = str if isinstance(default, list) else type(default)
         decls = [flag]
     shown = ",".join(default) if isinstance(default, list) else ("on" if default else "off") if kind is bool else default
-    text = doc.help[:1].upper() + doc.help[1:] if doc.help else ""
+    text = f.help[:1].upper() + f.help[1:] if f.help else ""
     text += f" (default: {shown})" if shown not in ("", None) else ""
     if isinstance(default, list):
         text += "; comma-separated"
-    opt = typer.Option(*decls, help=text.replace("[", "\\["), rich_help_panel=doc.panel)
+    opt = typer.Option(*decls, help=text.replace("[", "\\["), rich_help_panel=f.panel)
     return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                              annotation=Annotated[Optional[kind], opt])
 
@@ -141,9 +141,8 @@ def _follow(cfg: Any, artifacts: Optional[list[Path]], json_output: bool, run_fo
 
 
 # Typer reads the command's options from its signature: one per TrainConfig field, made from the dataclass.
-_docs = field_docs()
 train.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-    [*_command_options()[:1], *(_option(f, _docs[n]) for n, f in config_fields().items()), *_command_options()[1:]]
+    [*_command_options()[:1], *(_option(f) for f in settings_help(TrainConfig).values()), *_command_options()[1:]]
 )
 
 

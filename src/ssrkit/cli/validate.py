@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..store.artifact import Artifact, find_artifacts
 from ..executor import Shard, executor_from_config, shard_items
-from ..sandbox import SandboxOptions, backend_from_config
+from ..sandbox import backend_from_config, sandbox_options
 from ..validate import Settings, Validator, validate_all
 from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
                      RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, config_for, console, err_console, explicit_source,
@@ -91,7 +91,7 @@ def validate(
     settings = Settings.from_config(cfg, timeout=timeout, flaky_runs=flaky_runs, min_passing_tests=min_passing_tests,
                                     min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
                                     total_break=total_break, jobs=jobs, cache=False if no_cache else None)
-    validator = Validator(settings, backend=backend_from_config(cfg, backend), options=SandboxOptions.from_config(cfg))
+    validator = Validator(settings, backend=backend_from_config(cfg, backend), options=sandbox_options(cfg))
 
     with executor_from_config(cfg, executor, ray_address, settings.jobs) as ex:
         results, reused = _validate(items, validator, redo or no_cache, as_json, ex)

@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import SsrkitError
+from ..store.config import load_settings, setting
 from .base import (EXECUTORS, ArtifactRef, Executor, LocalExecutor, Scratch, Shard, SourceRef, node_cache,
                    pack_tree, read_tree, relabel, run_units, shard_items, stream_units, unpacked_repo, write_tree)
 
@@ -34,10 +36,21 @@ def make_executor(name: str | None, slots: int, *, address: str | None = None) -
     raise SsrkitError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
 
 
+@dataclass
+class ExecutorSettings:
+    """`[run]`: where units run (the flags `--executor`, `--ray-address` win)."""
+
+    SECTION: ClassVar[str] = "run"
+
+    executor: str = setting("local", help=f"where units run: {', '.join(EXECUTORS)}")
+    ray_address: str = setting("", help="the Ray cluster to join when the executor is ray")
+
+
 def executor_from_config(cfg: "Config", executor: str | None, ray_address: str | None, slots: int) -> Executor:
     """The executor of a command: the flags, then `[run] executor` / `ray_address` (local by default)."""
-    name = executor or cfg.get("run", "executor") or "local"
-    address = ray_address or cfg.get("run", "ray_address") or None
+    s = load_settings(ExecutorSettings, cfg)
+    name = executor or s.executor or "local"
+    address = ray_address or s.ray_address or None
     if name == "local" and address and not ray_address:
         address = None  # a configured address is for when the executor is ray
     return make_executor(name, max(1, slots), address=address)

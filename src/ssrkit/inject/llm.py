@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..agents import STRATEGIES, Agent, AgentConfig, ModelClient, Trajectory, injector_prompts
 from ..store.artifact import (ALIASES, BUG_DIFF, CORE_FILES, MAX_CORE_BYTES, METADATA, TEST_FILES, TEST_PARSER, TEST_SCRIPT,
                         TRAJECTORY, VALIDATION, WEAKEN_DIFF, Artifact, Metadata, create_artifact)
-from ..store.config import Config
+from ..store.config import Config, load_settings
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, SourceRef, read_tree, relabel, write_tree
 from ..store import trajectory as trajectories
@@ -38,6 +38,7 @@ from ..testrun import TEST_TIMEOUT
 from ..store.source import RepoSource, head_commit
 from ..executor.units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
+from .runner import InjectSettings
 from .summary import Injection, InjectReport, StrategyStats
 
 if TYPE_CHECKING:
@@ -331,7 +332,8 @@ def inject_llm(
     backend = backend_from_config(config, backend)
     validator = Validator(settings, backend=backend, options=options)
     base_commit = head_commit(source.path) if source.kind == "local" else None
-    exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
+    excluded = load_settings(InjectSettings, config).exclude_tests  # the repository's profile
+    exclude_tests = shlex.split(excluded) if isinstance(excluded, str) else list(excluded)
     stats: dict[str, StrategyStats] = {}
     from ..executor import LocalExecutor, run_units
     from ..sandbox.env import environment_key

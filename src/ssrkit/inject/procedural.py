@@ -18,6 +18,7 @@ Core module: no rendering; progress is reported through `on_event`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..store.artifact import BUG_DIFF, MAX_CORE_BYTES, METADATA, VALIDATION, Artifact, Metadata, check_name
-from ..store.config import Config, load_config
+from ..store.config import Config, load_config, load_settings
 from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..store.fsutil import atomic_write_json, own_dir
@@ -44,7 +45,7 @@ from .candidates import (AGENT, COMBINE, HISTORY, REUSED, STRATEGIES, Candidate,
 from .candidates import stream as candidate_stream  # (Session.stream is its seeded front)
 from .evaluate import Evaluator, Existing
 from .history import Commit, list_commits
-from .runner import Profile, load_profile
+from .runner import InjectSettings, Profile, load_profile
 from .summary import InjectedArtifact, InjectReport, StrategyStats
 from ..mutation.coverage import TestMap, build_testmap, per_test_limit, repo_fingerprint
 
@@ -268,7 +269,7 @@ class Session:
             config = load_config(None, Path(self.source.path) if self.source.kind == "local" else None)
         self.config = config
         self.settings = settings or Settings.from_config(config)
-        self.section = config.section("inject")
+        self.inject = load_settings(InjectSettings, config)
         self.test_patterns = list(self.settings.test_patterns)  # [validate] test_patterns, read by Settings
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -340,12 +341,12 @@ class Session:
         self.emit(Event("phase", "detecting the test runner"))
         from .runner import list_python_files
 
-        self.profile = load_profile(sb, self.section, list_python_files(sb))
+        self.profile = load_profile(sb, dataclasses.asdict(self.inject), list_python_files(sb))
         fingerprint = repo_fingerprint(sb)
         head = sb.run("git rev-parse HEAD", timeout=60)
         self.engine.base_commit = head.output.strip() if head.ok and head.output.strip() else None
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
-        cov_timeout = float(self.section.get("coverage_timeout") or COVERAGE_TIMEOUT)
+        cov_timeout = float(self.inject.coverage_timeout or COVERAGE_TIMEOUT)
         self.testmap = build_testmap(sb, self.profile.full_command(), python=self.profile.python,
                                      timeout=cov_timeout, test_limit=per_test_limit(self.settings.timeout),
                                      file_limit=self.settings.timeout,
@@ -366,8 +367,8 @@ class Session:
             self.emit(Event("note", f"the tests import {name} from {where}, not from the workspace"))
         # a mutant may loop forever: screening runs get a few times the whole suite's duration
         auto = max(MIN_SCREEN_TIMEOUT, SCREEN_TIMEOUT_FACTOR * self.testmap.seconds)
-        self.engine.screen_timeout = min(self.settings.timeout, float(self.section.get("screen_timeout") or auto))
-        self.engine.estimate_timeouts = not self.section.get("screen_timeout")  # each run: from its tests' time
+        self.engine.screen_timeout = min(self.settings.timeout, float(self.inject.screen_timeout or auto))
+        self.engine.estimate_timeouts = not self.inject.screen_timeout  # each run: from its tests' time
         if history:
             self.commits = list_commits(sb, self.test_patterns, rev=self.engine.base_commit or "HEAD",
                                         test_files=self.repo.test_files)

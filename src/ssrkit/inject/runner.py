@@ -30,9 +30,10 @@ import shlex
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import SsrkitError
+from ..store.config import setting
 from ..sandbox.base import Sandbox
 
 PYTEST = "pytest"
@@ -154,6 +155,25 @@ def detect_runner(sandbox: Sandbox, py_files: list[str]) -> str:
 def _looks_like_test_file(path: str) -> bool:
     name = PurePosixPath(path).name
     return name.startswith("test") and name.endswith(".py") or name.endswith("_test.py")
+
+
+@dataclass
+class InjectSettings:
+    """`[inject]`: how the repository's tests run (a repository's own profile may set all of these) and the
+    injectors' budgets; the LLM injector's endpoint is `agents.client.ModelSettings`."""
+
+    SECTION: ClassVar[str] = "inject"
+
+    runner: str = setting("auto", help=f"the test runner: {', '.join(RUNNERS)} or auto (detected)")
+    python: str = setting("python", help="the interpreter that runs the tests")
+    test_command: str = setting("", help="the command that runs the tests (default: PYTHON -m RUNNER)")
+    args: str | list[str] = setting(factory=list, help="more arguments for the runner (a list, or one "
+                                    "shell-quoted string)")
+    discover: str | list[str] = setting(factory=list, help="unittest discover's arguments")
+    exclude_tests: str | list[str] = setting(factory=list, help="tests never run (ids or files)")
+    coverage_timeout: float = setting(0.0, help="seconds for the whole suite under coverage (0: 600)")
+    screen_timeout: float = setting(0.0, help="seconds per pre-screening run of a mutant (0: from the tests' "
+                                              "own time)")
 
 
 def load_profile(sandbox: Sandbox, section: dict[str, Any] | None, py_files: list[str] | None = None) -> Profile:

@@ -9,13 +9,11 @@ from .base import PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, Sand
 from .env import environment_key, sanitized_env
 
 __all__ = ["PRISTINE", "ExecResult", "FileTooLargeError", "Interrupted", "Limits", "Sandbox", "SandboxOptions",
-           "backend_from_config", "docker_available", "environment_key", "fingerprint", "install_signal_handlers",
-           "open_sandbox", "sanitized_env", "stopped"]
+           "SandboxSettings", "backend_from_config", "docker_available", "environment_key", "fingerprint", "install_signal_handlers",
+           "open_sandbox", "sandbox_options", "sanitized_env", "stopped"]
 
 
-def backend_from_config(cfg, backend: str | None = None) -> str:
-    """The sandbox backend: the `--backend` flag, else `[sandbox] backend`, else "auto" (checked on open)."""
-    return backend or cfg.get("sandbox", "backend") or "auto"
+from .settings import SandboxSettings, backend_from_config, sandbox_options  # noqa: E402
 
 
 def open_sandbox(source, backend: str = "auto", options: SandboxOptions | None = None) -> Sandbox:

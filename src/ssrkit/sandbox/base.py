@@ -12,16 +12,13 @@ import shlex
 import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
 from .applies import Applies, patch_error
 from .capture import OutputCapture
 from .git import fresh_history_command
-
-if TYPE_CHECKING:
-    from ..store.config import Config
 
 PRISTINE = "pristine"
 
@@ -79,19 +76,6 @@ class SandboxOptions:
     #: isolates the filesystem (local with bubblewrap: an empty tmpfs / an empty file over each; docker
     #: never mounts host paths)
     hide: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_config(cls, cfg: "Config") -> "SandboxOptions":
-        """`[sandbox]`: limits (memory_mb, pids, cpus, file_size_mb), env, setup; defaults are `Limits`'s."""
-        sec, d = cfg.section("sandbox"), Limits()
-        limits = Limits(
-            memory_mb=int(sec.get("memory_mb", d.memory_mb)),
-            pids=int(sec.get("pids", d.pids)),
-            cpus=float(sec.get("cpus", d.cpus)),
-            file_size_mb=int(sec.get("file_size_mb", d.file_size_mb)),
-        )
-        env = {str(k): str(v) for k, v in (sec.get("env") or {}).items()}
-        return cls(limits=limits, env=env, setup=sec.get("setup") or None)
 
 
 class Sandbox(ABC):

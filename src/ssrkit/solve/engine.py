@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from .. import patch as patches
 from ..store.artifact import FIX, LOGS, OUTPUT_DIRS, TRAJECTORY, Artifact
@@ -19,8 +19,8 @@ from ..store.attempts import (as_received, attempt_dir, attempt_files, begin_att
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, Scratch, SourceRef, relabel
 from .grade import GradeSettings, grade, load_expectations
-from ..store.config import Config
-from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
+from ..store.config import Config, load_settings, setting
+from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox, sandbox_options
 from .solvers import SolveContext, Solver
 from ..store.source import RepoSource
 from ..executor.units import path_mapping, relabel_bytes
@@ -36,31 +36,26 @@ EXTERNAL = "external"
 
 @dataclass
 class SolveOptions:
-    grade: GradeSettings = field(default_factory=GradeSettings)
-    backend: str = "auto"
-    sandbox: SandboxOptions = field(default_factory=SandboxOptions)
-    jobs: int = 1
-    seed: int = 0
-    #: more host paths the solver must not see (`[solve] hide`, e.g. the run directory); the artifacts being
-    #: solved and the parent of a higher-order artifact are always hidden
-    hide: list[str] = field(default_factory=list)
-    attempts: int = 8  # finished attempts each artifact must have (`[solve] attempts`, `--attempts`)
+    SECTION: ClassVar[str] = "solve"
+
+    grade: GradeSettings = setting(factory=GradeSettings, config=False, help="how fixes are graded")
+    backend: str = setting("auto", config=False, help="the sandbox backend ([sandbox] backend)")
+    sandbox: SandboxOptions = setting(factory=SandboxOptions, config=False, help="the sandbox ([sandbox])")
+    jobs: int = setting(1, help="artifacts solved at once")
+    seed: int = setting(0, config=False, help="the solvers' seed (--seed)")
+    hide: list[str] = setting(factory=list, help="more host paths the solver must not see (e.g. the run "
+                              "directory); the artifacts being solved and a higher-order artifact's parent "
+                              "are always hidden")
+    attempts: int = setting(8, help="finished attempts each artifact must have")
 
     @classmethod
     def from_config(cls, cfg: Config, *, backend: str | None = None, jobs: int | None = None,
                     timeout: float | None = None, seed: int | None = None,
                     attempts: int | None = None) -> "SolveOptions":
         """`[solve]` (jobs, hide, attempts), `[sandbox]` and the grading settings; flags (not None) win."""
-        d = cls()
-        return cls(
-            grade=GradeSettings.from_config(cfg, timeout=timeout),
-            backend=backend_from_config(cfg, backend),
-            sandbox=SandboxOptions.from_config(cfg),
-            jobs=jobs or int(cfg.get("solve", "jobs", d.jobs)),
-            seed=seed if seed is not None else d.seed,
-            hide=[str(p) for p in cfg.get("solve", "hide", d.hide)],
-            attempts=attempts if attempts is not None else int(cfg.get("solve", "attempts", d.attempts)),
-        )
+        return load_settings(cls, cfg, jobs=jobs or None, seed=seed, attempts=attempts,
+                             grade=GradeSettings.from_config(cfg, timeout=timeout),
+                             backend=backend_from_config(cfg, backend), sandbox=sandbox_options(cfg))
 
 
 class Engine:

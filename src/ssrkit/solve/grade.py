@@ -45,11 +45,11 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import patch as patches
 from ..store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact
-from ..store.config import Config
+from ..store.config import Config, load_settings, setting
 from ..errors import PatchError, SsrkitError
 from ..sandbox.base import PRISTINE, Sandbox
 from ..sandbox.git import fresh_history_command
@@ -72,23 +72,25 @@ GRADED = "graded"
 
 @dataclass
 class GradeSettings:
-    timeout: float = TEST_TIMEOUT
-    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
-    protected: list[str] = field(default_factory=lambda: list(DEFAULT_PROTECTED))
-    canary: bool = True
-    guard_shadows: bool = True
+    """How a fix is graded: the test budget and patterns are `[validate]`'s (read by `validate.Settings`, their
+    one reader), the guards `[solve]`'s."""
+
+    SECTION: ClassVar[str] = "solve"
+
+    timeout: float = setting(TEST_TIMEOUT, config=False, help="seconds per test run ([validate] timeout)")
+    test_patterns: list[str] = setting(factory=lambda: list(DEFAULT_TEST_PATTERNS), config=False,
+                                       help="what counts as a test file ([validate] test_patterns)")
+    protected: list[str] = setting(factory=lambda: list(DEFAULT_PROTECTED),
+                                   help="files restored before grading (a profile's are added)")
+    canary: bool = setting(True, help="run a canary to catch a fix that forges the test results")
+    guard_shadows: bool = setting(True, help="drop modules a fix adds that shadow the repository's own")
 
     @classmethod
     def from_config(cls, cfg: Config, *, timeout: float | None = None) -> "GradeSettings":
         """The test budget and patterns of `[validate]`, the guards of `[solve]`; `timeout` (a flag) wins."""
-        d, tests = cls(), ValidateSettings.from_config(cfg)
-        return cls(
-            timeout=float(timeout if timeout is not None else tests.timeout),
-            test_patterns=list(tests.test_patterns),
-            protected=list(cfg.get("solve", "protected", d.protected)),
-            canary=bool(cfg.get("solve", "canary", d.canary)),
-            guard_shadows=bool(cfg.get("solve", "guard_shadows", d.guard_shadows)),
-        )
+        tests = ValidateSettings.from_config(cfg)
+        return load_settings(cls, cfg, timeout=float(timeout if timeout is not None else tests.timeout),
+                             test_patterns=list(tests.test_patterns))
 
     @property
     def patterns(self) -> list[str]:

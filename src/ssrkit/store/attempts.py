@@ -27,10 +27,12 @@ import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import __version__
 from ..errors import SsrkitError
+from ..verdict.rewards import DEFAULT_ALPHA
+from .config import load_settings, setting
 from .artifact import ATTEMPTS, CANARY_OUTPUT, EVAL, FIX, REWARD, TEST_OUTPUT, Artifact, now_iso
 from .fsutil import json_text, read_json, read_tree, write_tree
 from .trajectory import path_in
@@ -250,12 +252,21 @@ def attempt_records(artifact: Artifact) -> list[dict[str, Any]]:
 
 # -- rewards: reward.json (the I/O around the pure functions of reward.py) -------------------------
 
+@dataclass
+class RewardSettings:
+    """`[reward]`: the rewards' settings (their pure functions are `verdict.rewards`)."""
+
+    SECTION: ClassVar[str] = "reward"
+
+    alpha: float = setting(DEFAULT_ALPHA, help="α of the injector reward: an artifact every attempt solves, or none does, gets −α")
+
+
 def reward_alpha(cfg: "Config", alpha: float | None = None) -> float:
     """α of the injector reward: the flag, else `[reward] alpha`, else `reward.DEFAULT_ALPHA`; checked."""
-    from ..verdict.rewards import DEFAULT_ALPHA, check_alpha
+    from ..verdict.rewards import check_alpha
 
     try:
-        return check_alpha(alpha if alpha is not None else cfg.get("reward", "alpha", DEFAULT_ALPHA))
+        return check_alpha(load_settings(RewardSettings, cfg, alpha=alpha).alpha)
     except (TypeError, ValueError) as e:
         raise SsrkitError(f"--alpha / [reward] alpha: {e}")
 

@@ -18,9 +18,11 @@ injection run leaves in its output directory: every name of them, defined once.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Iterator
 
+from .config import setting
 from .fsutil import read_json
 
 POOL = "pool.json"
@@ -74,3 +76,22 @@ def read_inject_record(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+#: the variables `recipes/selfplay.mk` records in `[run]` of RUN/ssrkit.toml (recipes/README.md), besides where
+#: units run (`executor.ExecutorSettings`): no command is configured by them, they say how the run was made
+RECIPE_VARIABLES = {
+    "mode": "MODE: procedural or model", "repos": "REPOS: the repositories' paths", "rounds": "ROUNDS",
+    "n": "N: injections per repository and round", "injector": "INJECTOR", "strategies": "STRATEGIES",
+    "solver": "SOLVER", "attempts": "ATTEMPTS", "jobs": "JOBS", "seed": "SEED", "old_ratio": "OLD_RATIO",
+    "retire_after": "RETIRE_AFTER", "higher_max": "HIGHER_MAX", "budget_runs": "BUDGET_RUNS",
+    "partial": "PARTIAL", "inject_base_url": "INJECT_BASE_URL", "inject_model": "INJECT_MODEL",
+    "solve_base_url": "SOLVE_BASE_URL", "solve_model": "SOLVE_MODEL", "serve": "SERVE",
+    "policy": "POLICY: the first round's policy", "train": "whether rounds train (yes, no)",
+}
+
+
+#: `[run]`'s record of the recipe's variables (any TOML value: the recipe writes what it was given)
+RecipeRecord = dataclasses.make_dataclass(
+    "RecipeRecord", [(k, Any, setting(None, help=f"the recipe's {v}")) for k, v in RECIPE_VARIABLES.items()],
+    namespace={"SECTION": "run", "__module__": __name__})

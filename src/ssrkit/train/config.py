@@ -6,10 +6,13 @@ No torch here: the CLI resolves and validates the configuration before the heavy
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from ssrkit.errors import SsrkitError
+from ssrkit.store.config import load_settings, setting
 from ssrkit.store.fsutil import atomic_write_text
 from ssrkit.store.trajectory import DROP_STATUSES, LIMIT_STATUSES
 from ssrkit.train.errors import TrainError
@@ -20,88 +23,104 @@ if TYPE_CHECKING:
 ROLES = ("solver", "injector")
 
 
+#: the --help panels of `ssrkit train`: a field's group is the helper that declares it
+RUN, ROWS, ADVANTAGES, LOSS, OPTIM, HARDWARE, LORA, OUTPUTS, FOLLOW = (
+    partial(setting, panel=p) for p in ("Run", "Training rows", "Advantages", "Loss", "Optimisation", "Hardware",
+                                        "LoRA", "Outputs", "Continuous training"))
+
+
 @dataclass
 class TrainConfig:
-    # run: what to train, where to write
-    model: str = ""  # Hugging Face checkpoint directory (or any id from_pretrained accepts offline)
-    out: str = ""  # output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)
-    resume: bool = False  # continue from out/state/ after a stop
-    roles: list[str] = field(default_factory=list)  # roles to train on (solver, injector, a rollout file's task names); empty: all
+    """Every knob of `ssrkit train`: each field's help and panel are its `--help` text and the docs' (field
+    metadata, `ssrkit.store.config.setting`), so a new field documents itself where it is declared."""
 
-    # training rows: what a rollout becomes
-    max_length: int = 32768  # tokens per training row; longer rows are cut (the head is kept)
+    SECTION: ClassVar[str] = "train"
 
-    # advantages (SPEC §9)
-    std_scaling: bool = False  # divide by the group's std (GRPO-original); off by default (Dr. GRPO)
-    leave_one_out: bool = False  # baseline = mean of the other group members
-    drop_zero_variance: bool = True  # groups whose rewards are all equal teach nothing
-    singleton: str = "baseline"  # a group of one: "baseline" (per-role moving baseline) or "drop"
-    baseline_momentum: float = 0.9  # EMA weight of the old per-role baseline across rounds
-    mask_statuses: list[str] = field(default_factory=lambda: list(LIMIT_STATUSES))  # exit statuses whose tokens get no loss
-    drop_statuses: list[str] = field(default_factory=lambda: list(DROP_STATUSES))  # exit statuses left out of group means too
+    model: str = RUN('', help='Hugging Face checkpoint directory (or any id from_pretrained accepts offline)')
+    out: str = RUN('', help='output: HF checkpoint + metrics.jsonl + train_config.toml (+ state/ while running)')
+    resume: bool = RUN(False, help='continue from out/state/ after a stop')
+    roles: list[str] = RUN(factory=list,
+        help="roles to train on (solver, injector, a rollout file's task names); empty: all")
 
-    # loss
-    epsilon_low: float = 0.2  # lower clip range of the PPO ratio
-    epsilon_high: float = 0.28  # upper clip range (clip-higher)
-    # PPO ratio against: "sampler" log-probs where stored (elsewhere the initial policy's when epochs > 1, else the
-    # current ones), "initial" (the starting checkpoint's, one no-grad pass) or "current" (detached: ratio 1)
-    old_logprobs: str = "sampler"
-    is_correction: str = "truncate"  # sampler/trainer mismatch: "truncate", "mask" or "none"
-    is_cap: float = 2.0  # importance weights are capped at C (truncate) or kept only within [1/C, C] (mask)
-    kl_coef: float = 0.0  # KL to the frozen initial policy (k3 estimator); 0 loads no reference model
+    max_length: int = ROWS(32768, help='tokens per training row; longer rows are cut (the head is kept)')
 
-    # optimisation
-    lr: float = 1e-6  # learning rate
-    warmup_steps: int = 0  # linear warm-up, then constant
-    weight_decay: float = 0.0  # AdamW weight decay
-    adam_beta1: float = 0.9  # AdamW beta1
-    adam_beta2: float = 0.999  # AdamW beta2
-    adam_eps: float = 1e-8  # AdamW epsilon
-    max_grad_norm: float = 1.0  # gradient clipping norm (0 disables clipping)
-    micro_batch_size: int = 1  # rows per forward/backward per process
-    grad_accum: int = 8  # micro-batches per optimizer step; global batch = micro_batch_size*grad_accum*processes
-    epochs: int = 1  # passes over the rollouts
-    max_steps: int = 0  # stop after this many steps (0 = as many as the epochs need)
-    seed: int = 0  # shuffling and initialisation seed
-    shuffle: bool = True  # shuffle the rows each epoch
+    std_scaling: bool = ADVANTAGES(False, help="divide by the group's std (GRPO-original); off by default (Dr. GRPO)")
+    leave_one_out: bool = ADVANTAGES(False, help='baseline = mean of the other group members')
+    drop_zero_variance: bool = ADVANTAGES(True, help='groups whose rewards are all equal teach nothing')
+    singleton: str = ADVANTAGES('baseline', help='a group of one: "baseline" (per-role moving baseline) or "drop"')
+    baseline_momentum: float = ADVANTAGES(0.9, help='EMA weight of the old per-role baseline across rounds')
+    mask_statuses: list[str] = ADVANTAGES(
+        factory=lambda: list(LIMIT_STATUSES), help='exit statuses whose tokens get no loss')
+    drop_statuses: list[str] = ADVANTAGES(
+        factory=lambda: list(DROP_STATUSES), help='exit statuses left out of group means too')
 
-    # hardware
-    mixed_precision: str = "auto"  # auto (bf16 on GPU, else the launcher's/none), no, bf16, fp16
-    gradient_checkpointing: str = "auto"  # auto (on with a GPU), on, off
-    model_dtype: str = "float32"  # dtype the weights are trained in (master weights)
-    save_dtype: str = "auto"  # dtype written to the checkpoint; auto = the input checkpoint's dtype
-    attn_implementation: str = ""  # "" = transformers' default (sdpa)
-    trust_remote_code: bool = False  # let transformers run the checkpoint's own model code
+    epsilon_low: float = LOSS(0.2, help='lower clip range of the PPO ratio')
+    epsilon_high: float = LOSS(0.28, help='upper clip range (clip-higher)')
+    old_logprobs: str = LOSS('sampler',
+        help='PPO ratio against: "sampler" log-probs where stored (elsewhere the initial policy\'s when epochs > 1, else the current ones), "initial" (the starting checkpoint\'s, one no-grad pass) or "current" (detached: ratio 1)')
+    is_correction: str = LOSS('truncate', help='sampler/trainer mismatch: "truncate", "mask" or "none"')
+    is_cap: float = LOSS(2.0,
+        help='importance weights are capped at C (truncate) or kept only within [1/C, C] (mask)')
+    kl_coef: float = LOSS(0.0, help='KL to the frozen initial policy (k3 estimator); 0 loads no reference model')
 
-    # LoRA (peft): train a low-rank adapter instead of the full weights; OUT is then an adapter directory that
-    # `ssrkit serve --strategy lora --refresh` loads. A --model that is an adapter directory continues it.
-    lora: bool = False  # train a LoRA adapter; OUT is then an adapter directory
-    lora_rank: int = 16  # adapter rank (vLLM's default --max-lora-rank is 16)
-    lora_alpha: float = 32.0  # LoRA scaling alpha
-    lora_target_modules: list[str] = field(  # modules to adapt: attention and MLP projections
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    )
+    lr: float = OPTIM(1e-06, help='learning rate')
+    warmup_steps: int = OPTIM(0, help='linear warm-up, then constant')
+    weight_decay: float = OPTIM(0.0, help='AdamW weight decay')
+    adam_beta1: float = OPTIM(0.9, help='AdamW beta1')
+    adam_beta2: float = OPTIM(0.999, help='AdamW beta2')
+    adam_eps: float = OPTIM(1e-08, help='AdamW epsilon')
+    max_grad_norm: float = OPTIM(1.0, help='gradient clipping norm (0 disables clipping)')
+    micro_batch_size: int = OPTIM(1, help='rows per forward/backward per process')
+    grad_accum: int = OPTIM(8,
+        help='micro-batches per optimizer step; global batch = micro_batch_size*grad_accum*processes')
+    epochs: int = OPTIM(1, help='passes over the rollouts')
+    max_steps: int = OPTIM(0, help='stop after this many steps (0 = as many as the epochs need)')
+    seed: int = OPTIM(0, help='shuffling and initialisation seed')
+    shuffle: bool = OPTIM(True, help='shuffle the rows each epoch')
 
-    # outputs
-    save_every: int = 0  # steps between resumable states (0 = only at the end of an interrupted run)
-    keep_state: bool = False  # keep out/state/ (optimizer etc.) after a finished run
-    log_every: int = 1  # steps between metric lines
+    mixed_precision: str = HARDWARE('auto', help="auto (bf16 on GPU, else the launcher's/none), no, bf16, fp16")
+    gradient_checkpointing: str = HARDWARE('auto', help='auto (on with a GPU), on, off')
+    model_dtype: str = HARDWARE('float32', help='dtype the weights are trained in (master weights)')
+    save_dtype: str = HARDWARE('auto', help="dtype written to the checkpoint; auto = the input checkpoint's dtype")
+    attn_implementation: str = HARDWARE('', help='"" = transformers\' default (sdpa)')
+    trust_remote_code: bool = HARDWARE(False, help="let transformers run the checkpoint's own model code")
 
-    # continuous training (`--follow RUN`): train on a run's GRPO groups as they complete, one step a batch
-    follow: str = ""  # run directory to follow (then no ARTIFACTS; checkpoints go to RUN/follow/checkpoints)
-    max_staleness: int = 8  # rollouts sampled more than this many optimizer steps ago get no loss (counted stale)
-    unknown_staleness: str = "keep"  # rollouts whose sampling version is unknown: keep (train, warn) or drop
-    groups_per_step: int = 8  # complete groups per optimizer step
-    max_wait: float = 0.0  # seconds to wait for groups_per_step before stepping with fewer (0: always wait)
-    poll: float = 5.0  # seconds between scans of the run directory
-    refresh_pid_file: list[str] = field(default_factory=list)  # detached servers (ssrkit serve --detach --pid-file) moved to each new step
-    keep_checkpoints: int = 0  # committed steps kept on disk (0: max_staleness + 2); the root is never removed
-    exit_when_idle: float = 0.0  # stop after this many seconds without a complete group (0: never)
+    lora: bool = LORA(False, help='train a LoRA adapter; OUT is then an adapter directory')
+    lora_rank: int = LORA(16, help="adapter rank (vLLM's default --max-lora-rank is 16)")
+    lora_alpha: float = LORA(32.0, help='LoRA scaling alpha')
+    lora_target_modules: list[str] = LORA(
+        factory=lambda: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+        help='modules to adapt: attention and MLP projections')
+
+    save_every: int = OUTPUTS(0, help='steps between resumable states (0 = only at the end of an interrupted run)')
+    keep_state: bool = OUTPUTS(False, help='keep out/state/ (optimizer etc.) after a finished run')
+    log_every: int = OUTPUTS(1, help='steps between metric lines')
+
+    follow: str = FOLLOW('',
+        help='run directory to follow (then no ARTIFACTS; checkpoints go to RUN/follow/checkpoints)')
+    max_staleness: int = FOLLOW(8,
+        help='rollouts sampled more than this many optimizer steps ago get no loss (counted stale)')
+    unknown_staleness: str = FOLLOW('keep',
+        help='rollouts whose sampling version is unknown: keep (train, warn) or drop')
+    groups_per_step: int = FOLLOW(8, help='complete groups per optimizer step')
+    max_wait: float = FOLLOW(0.0,
+        help='seconds to wait for groups_per_step before stepping with fewer (0: always wait)')
+    poll: float = FOLLOW(5.0, help='seconds between scans of the run directory')
+    refresh_pid_file: list[str] = FOLLOW(factory=list,
+        help='detached servers (ssrkit serve --detach --pid-file) moved to each new step')
+    keep_checkpoints: int = FOLLOW(0,
+        help='committed steps kept on disk (0: max_staleness + 2); the root is never removed')
+    exit_when_idle: float = FOLLOW(0.0, help='stop after this many seconds without a complete group (0: never)')
 
     @classmethod
     def from_config(cls, cfg: "Config", **flags: Any) -> "TrainConfig":
         """`[train]` of the resolved configuration, then `flags` (None = not given), coerced and checked."""
-        return _from_config(cfg, **flags)
+        try:
+            config = load_settings(cls, cfg, **flags)
+        except SsrkitError as e:
+            raise TrainError(str(e)) from None
+        validate_config(config)
+        return config
 
 
 _CHOICES = {
@@ -116,75 +135,6 @@ _CHOICES = {
 }
 
 
-def config_fields() -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(TrainConfig)}
-
-
-@dataclass(frozen=True)
-class FieldDoc:
-    panel: str  # the section comment above it: "Advantages", "Loss", ...
-    help: str  # its own comment
-
-
-def field_docs() -> dict[str, FieldDoc]:
-    """Each `TrainConfig` field's section and meaning, read from the comments in the class body above.
-
-    The comments are the documentation (`ssrkit train --help` is made from them), so a new field documents
-    itself where it is declared. A comment after a blank line starts a section; a comment on the field's line,
-    or the lines right above it, says what the field means.
-    """
-    import inspect
-    import re
-
-    docs: dict[str, FieldDoc] = {}
-    panel, pending, blank = "", [], True
-    lines = inspect.getsource(TrainConfig).splitlines()
-    for line in lines[next(i for i, t in enumerate(lines) if t.startswith("class ")) + 1:]:
-        text = line.strip()
-        m = re.match(r"(\w+): [^=]+=(?:[^#]*)(?:#\s*(.*))?$", text)
-        if not text:
-            blank = True
-        elif text.startswith("#"):
-            if blank:  # a section header: its first words name the panel
-                head = re.split(r"[:(]", text.lstrip("# "), maxsplit=1)[0].strip()
-                panel = head[:1].upper() + head[1:]
-
-                pending = []
-            else:
-                pending.append(text.lstrip("# "))
-            blank = False
-        elif m:
-            docs[m.group(1)] = FieldDoc(panel, (m.group(2) or " ".join(pending)).strip())
-            pending, blank = [], False
-        else:
-            blank = False
-    return docs
-
-
-def _coerce(name: str, value: Any, default: Any) -> Any:
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise TrainError(f"[train] {name} must be true or false, got {value!r}")
-        return value
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TrainError(f"[train] {name} must be an integer, got {value!r}")
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TrainError(f"[train] {name} must be a number, got {value!r}")
-        return float(value)
-    if isinstance(default, list):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise TrainError(f"[train] {name} must be a list of strings, got {value!r}")
-        return list(value)
-    if not isinstance(value, str):
-        raise TrainError(f"[train] {name} must be a string, got {value!r}")
-    return value
-
-
 def resolve_config(config_file: Path | None = None, overrides: dict[str, Any] | None = None) -> TrainConfig:
     """Defaults, then `[train]` of `config_file` (or $SSRKIT_CONFIG, or ./ssrkit.toml when it exists: the one
     configuration every command reads, `ssrkit.store.config`), then `overrides` (flags; None = not given)."""
@@ -196,32 +146,6 @@ def resolve_config(config_file: Path | None = None, overrides: dict[str, Any] | 
     except SsrkitError as e:
         raise TrainError(str(e)) from None
     return TrainConfig.from_config(cfg, **(overrides or {}))
-
-
-def _from_config(cfg: "Config", **flags: Any) -> TrainConfig:
-    """`[train]` of `cfg`, then `flags` (None = not given), coerced and checked."""
-    fields = config_fields()
-    values: dict[str, Any] = {}
-    table = cfg.data.get("train", {})
-    if not isinstance(table, dict):
-        raise TrainError(f"{', '.join(cfg.sources)}: [train] must be a table")
-    for key, value in table.items():
-        name = key.replace("-", "_")
-        if name not in fields:
-            raise TrainError(f"{cfg.sources[-1]}: unknown key in [train]: {key}")
-        values[name] = value
-    for name, value in flags.items():
-
-        if value is None:
-            continue
-        if name not in fields:
-            raise TrainError(f"unknown training option: {name}")
-        values[name] = value
-    defaults = TrainConfig()
-    coerced = {name: _coerce(name, value, getattr(defaults, name)) for name, value in values.items()}
-    cfg = TrainConfig(**coerced)
-    validate_config(cfg)
-    return cfg
 
 
 def validate_config(cfg: TrainConfig) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
-from ..store.config import Config
+from ..store.config import Config, load_settings, setting
 from ..errors import SsrkitError
 from ..verdict.patterns import DEFAULT_TEST_PATTERNS
 from ..testrun import PARSER_TIMEOUT, TEST_TIMEOUT
@@ -17,29 +17,35 @@ from ..testrun import PARSER_TIMEOUT, TEST_TIMEOUT
 class Settings:
     """Thresholds and budgets (the `[validate]` config section)."""
 
-    timeout: float = TEST_TIMEOUT
-    min_passing_tests: int = 5
-    min_failing_tests: int = 1
-    min_changed_files: int = 1
-    total_break: str = "warning"  # "warning" or "error"
-    flaky_runs: int = 0
-    jobs: int = 1
-    test_patterns: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_PATTERNS))
-    cache: bool = True
-    #: seconds a parse of one log may take (counted from the end of the tests)
-    parser_timeout: float = PARSER_TIMEOUT
-    #: seconds of test runs (parses included, waits for a run slot not) one artifact may use; 0: `wall_budget`'s default
-    budget: float = 0.0
+    SECTION: ClassVar[str] = "validate"
+
+    timeout: float = setting(TEST_TIMEOUT, help="seconds per test run (a repository's profile may set it)")
+    min_passing_tests: int = setting(5, help="tests the original code must pass")
+    min_failing_tests: int = setting(1, help="tests the bug must break")
+    min_changed_files: int = setting(1, help="source files the bug must change")
+    total_break: str = setting("warning", help='a bug that breaks every test: "warning" or "error"')
+    flaky_runs: int = setting(0, help="extra runs of the original code to find flaky tests")
+    jobs: int = setting(1, help="artifacts validated at once")
+    test_patterns: list[str] = setting(factory=lambda: list(DEFAULT_TEST_PATTERNS),
+                                       help="what counts as a test file (a profile's patterns are added)")
+    cache: bool = setting(True, help="reuse the original code's test runs across artifacts of one commit")
+    parser_timeout: float = setting(PARSER_TIMEOUT, help="seconds a parse of one log may take (counted from "
+                                                         "the end of the tests)")
+    budget: float = setting(0.0, help="seconds of test runs (parses included, waits for a run slot not) one "
+                                      "artifact may use; 0: four runs at their full budgets")
 
     @classmethod
     def from_config(cls, cfg: Config, **flags: Any) -> "Settings":
-        """`[validate]` of the resolved configuration, then `flags` (None = not given)."""
-        return cls.from_section(cfg.override("validate", **flags).section("validate"))
+        """`[validate]` of the resolved configuration, then `flags` (None = not given), checked."""
+        return cls.check(load_settings(cls, cfg, **flags))
 
     @classmethod
     def from_section(cls, section: dict[str, Any]) -> "Settings":
-        known = {f for f in cls.__dataclass_fields__}
-        s = cls(**{k: v for k, v in section.items() if k in known})
+        """A `[validate]` table alone (tests, callers holding one)."""
+        return cls.from_config(Config({"validate": dict(section)}))
+
+    @staticmethod
+    def check(s: "Settings") -> "Settings":
         if s.total_break not in ("warning", "error"):
             raise SsrkitError(f"validate.total_break must be 'warning' or 'error', not {s.total_break!r}")
         if s.timeout <= 0:
