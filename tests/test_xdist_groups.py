@@ -42,19 +42,3 @@ def test_the_tests_of_one_group_run_on_one_worker(tmp_path):
     ran = re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED \S+::(test_\w+)\[", proc.stdout)
     assert len(ran) == 8, proc.stdout[-3000:]
     assert len({worker for worker, name in ran if name == "test_grouped"}) == 1, ran
-
-
-def test_the_longest_units_go_out_first():
-    """Groups and the heavy modules of `EXPECTED` first, longest first; every other test after them in collection
-    order, and the tests of one module or group in their order."""
-    from types import SimpleNamespace
-
-    from fixtures.xdist_groups import longest_first
-
-    ids = ["tests/agents/test_loop.py::test_a", "tests/train/test_sharded.py::test_run[fsdp2]@ranks",
-           "tests/test_example_artifacts.py::test_one[x@y]", "tests/agents/test_loop.py::test_b",
-           "tests/cluster/test_ray.py::test_c@ray", "tests/train/test_sharded.py::test_run[zero3]@ranks",
-           "tests/test_example_artifacts.py::test_reference_checker_agrees_with_expected",
-           "tests/solve/test_cli.py::test_d", "tests/train/test_cli.py::test_e"]  # one file name, two modules
-    order = [item.nodeid for item in longest_first([SimpleNamespace(nodeid=i) for i in ids])]
-    assert order == [ids[1], ids[5], ids[4], ids[8], ids[2], ids[6], ids[0], ids[3], ids[7]]
