@@ -169,7 +169,7 @@ def main() -> None:
     from fixtures.repos import EXAMPLES, copy_artifact
     from ssrkit.store.policy import root_version, write_version
     from ssrkit.train.tiny import save_tiny_model
-    from ssrkit.serve import ServeError  # noqa: F401  (fail early without ssrkit)
+    from ssrkit.serving import ServeError  # noqa: F401  (fail early without ssrkit)
 
     work = Path(tempfile.mkdtemp(prefix="ssrkit-continuous-"))
     uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()

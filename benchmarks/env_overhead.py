@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from ssrkit.agents import AgentConfig  # noqa: E402
 from ssrkit.env import SolverEpisode  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
-from ssrkit.grade import GradeSettings  # noqa: E402
+from ssrkit.solve.grade import GradeSettings  # noqa: E402
 from ssrkit.sandbox import SandboxOptions  # noqa: E402
 from ssrkit.solve import Engine, SolveOptions  # noqa: E402
 from ssrkit.store.artifact import Artifact  # noqa: E402

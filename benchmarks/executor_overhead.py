@@ -38,10 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from ssrkit.artifact import Artifact  # noqa: E402
+from ssrkit.store.artifact import Artifact  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.executor import Executor, LocalExecutor, run_units  # noqa: E402
-from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.store.source import RepoSource  # noqa: E402
 from ssrkit.validate import Settings, Validator, validate_all  # noqa: E402
 
 EXPECTED = json.loads((ROOT / "examples" / "artifacts" / "expected.json").read_text())

@@ -30,12 +30,12 @@ use_checkout()
 import validate_overhead as vo  # noqa: E402
 
 from ssrkit import patch  # noqa: E402
-from ssrkit.artifact import find_artifacts  # noqa: E402
+from ssrkit.store.artifact import find_artifacts  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.solve.grade import GradeSettings, grade  # noqa: E402
 from ssrkit.sandbox import open_sandbox  # noqa: E402
 from ssrkit.sandbox.local import LocalSandbox, isolation_available  # noqa: E402
-from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.store.source import RepoSource  # noqa: E402
 from ssrkit.validate import Settings, Validator, validate_all  # noqa: E402
 
 AHEAD = LocalSandbox.parses_ahead

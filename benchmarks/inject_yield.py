@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from ssrkit.config import load_config  # noqa: E402
+from ssrkit.store.config import load_config  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.inject.procedural import STRATEGIES, inject  # noqa: E402
 

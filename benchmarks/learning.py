@@ -10,7 +10,7 @@ capital letter; the rule checks the reply's first character (A-Z). A random tiny
 tokens, about 30 of them begin with a capital) starts near 0.1, not at 0: every GRPO group of 8 samples has a
 fair chance of holding a success to learn from. Reward +1 on success, -1 otherwise.
 
-Round k: the policy of round k (k = 0: the random model) is served by vLLM (`ssrkit.serve.PolicyServer`, processed
+Round k: the policy of round k (k = 0: the random model) is served by vLLM (`ssrkit.serving.PolicyServer`, processed
 log-probs, the checkpoint's dtype); G samples per prompt come through ssrkit's model client (`ModelClient`:
 stored prompt and completion token ids and the sampler's log-probs) and are written as a rollout file
 (`ssrkit.rollout_file`); the same GRPO loop as `ssrkit train` (`ssrkit.train.loop.train`, in this process, which
@@ -185,7 +185,7 @@ def train_round(policy: Path, rollouts: Path, out: Path, s: Settings, lora: bool
 # -- one run ------------------------------------------------------------------------------------------
 
 def start_server(strategy: str, checkpoint: Path, work: Path, s: Settings) -> Any:
-    from ssrkit.serve import PolicyServer, ServeConfig
+    from ssrkit.serving import PolicyServer, ServeConfig
 
     args = list(s.serve_args) + (["--max-lora-rank", str(s.lora_rank)] if strategy == "lora" else [])
     config = ServeConfig(command=[str(s.venv / "bin" / "vllm"), "serve"], port=_free_port(), args=args,

@@ -44,7 +44,7 @@ from _checkout import use_checkout  # noqa: E402
 use_checkout()
 
 from ssrkit.sandbox import SandboxOptions, open_sandbox  # noqa: E402
-from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.store.source import RepoSource  # noqa: E402
 
 
 def git(repo: Path, *args: str) -> None:
@@ -198,7 +198,7 @@ def main() -> None:
                 os.environ["SSRKIT_LOCAL_ISOLATION"] = iso
                 source = RepoSource.local(repo)
             else:
-                from ssrkit.image import build_image
+                from ssrkit.sandbox.image import build_image
                 from ssrkit.sandbox.factory import docker_available
 
                 why = docker_available()

@@ -46,11 +46,11 @@ from _checkout import use_checkout  # noqa: E402
 use_checkout()
 
 from ssrkit import patch  # noqa: E402
-from ssrkit.artifact import Artifact, find_artifacts  # noqa: E402
+from ssrkit.store.artifact import Artifact, find_artifacts  # noqa: E402
 from ssrkit.examples import materialize  # noqa: E402
 from ssrkit.sandbox import PRISTINE, open_sandbox  # noqa: E402
 from ssrkit.sandbox.factory import docker_available  # noqa: E402
-from ssrkit.source import RepoSource  # noqa: E402
+from ssrkit.store.source import RepoSource  # noqa: E402
 from ssrkit.validate import Settings, Validator, validate_all  # noqa: E402
 
 
@@ -123,7 +123,7 @@ def timed_validate(repo: Path, arts: list[Artifact], jobs: int, cache: bool) -> 
 def raw_prepare(repo: Path, art: Artifact) -> float:
     """Time the git work of grading's graded state (`grade.prepare`) in a plain copy: apply the bug and the
     weakening, a fresh one-commit history, apply the fix (the oracle's: the bug reversed)."""
-    from ssrkit.sandbox.base import fresh_history_command
+    from ssrkit.sandbox.git import fresh_history_command
 
     with tempfile.TemporaryDirectory(prefix="ssrkit-raw-") as tmp:
         work = Path(tmp) / "repo"

@@ -104,7 +104,7 @@ HIGHER_ARGS ?=
 ifneq ($(VENV_BIN),)
 export PATH := $(abspath $(VENV_BIN)):$(PATH)
 endif
-ifneq ($(filter-out help status report stop-server,$(or $(MAKECMDGOALS),all)),)
+ifneq ($(filter-out help status report stop-server continuous-stop,$(or $(MAKECMDGOALS),all)),)
 ifeq ($(strip $(REPOS)),)
 $(error set REPOS to the repositories to play on, e.g. REPOS="build/repos/textkit build/repos/ledger" (variables: make -f $(SELFPLAY_MK) help))
 endif
@@ -226,7 +226,9 @@ continuous: check-repos
 	    --lora-keep $(LORA_KEEP)')
 
 continuous-stop:
+	@test -d $(RUN) || { echo "$(RUN): no such run directory (RUN= the run that \`continuous\` plays)" >&2; exit 2; }
 	touch $(RUN)/STOP
+	@echo "$(RUN)/STOP: the round in flight finishes and no new one starts; the trainer stops at a step boundary, then the server"
 
 # -- one round ----------------------------------------------------------------------------------------
 # $(1) round id (001), $(2) the previous round's id (empty for the first), $(3) the round number (1)

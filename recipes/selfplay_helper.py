@@ -322,6 +322,16 @@ def _stop_trainer(trainer: subprocess.Popen) -> None:
             trainer.wait()
 
 
+def refresh_warning(serve: str, follow_args: str) -> str | None:
+    """What to say when nothing moves the producers' server to the trainer's new steps (None: something does:
+    the recipe's own server, or servers named to the trainer with --refresh-pid-file)."""
+    if serve or any(a.startswith("--refresh-pid-file") for a in shlex.split(follow_args)):
+        return None
+    return ("nothing refreshes the server at BASE_URL: producers keep sampling the policy it serves, and staleness "
+            "grows with every step (SERVE=yes, or FOLLOW_ARGS=\"--refresh-pid-file F\" for a server started with "
+            "`ssrkit serve --detach`)")
+
+
 def cmd_continuous(args: argparse.Namespace) -> int:
     if args.mode != "model":
         print("error: continuous self-play trains the model: MODE=model (with POLICY, and SERVE=yes or BASE_URL)",
@@ -330,9 +340,9 @@ def cmd_continuous(args: argparse.Namespace) -> int:
     run = Path(args.run)
     run.mkdir(parents=True, exist_ok=True)
     (run / "STOP").unlink(missing_ok=True)
-    if not args.serve:
-        print("selfplay: warning: nothing refreshes the server at BASE_URL: producers keep sampling the policy it "
-              "serves, and staleness grows with every step", file=sys.stderr)
+    warning = refresh_warning(args.serve, args.follow_args)
+    if warning:
+        print(f"selfplay: warning: {warning}", file=sys.stderr)
     trainer = _start_trainer(args, run)
     deadline = time.monotonic() + args.duration if args.duration else None
     code = 0

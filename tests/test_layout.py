@@ -18,14 +18,9 @@ pytestmark = pytest.mark.fast
 SRC = Path(__file__).resolve().parents[1] / "src" / "ssrkit"
 #: copied verbatim into exported tasks or sandboxes, where ssrkit cannot be imported
 STANDALONE = ("templates", "_cov")
-#: old import paths of moved modules (#27), one-line aliases of the new ones kept for branches still in flight;
-#: no rule applies to them and no module of src/ imports one (removed at #27's step 7.2)
-SHIMS = {"ssrkit.fsutil", "ssrkit.source", "ssrkit.artifact", "ssrkit.attempts", "ssrkit.config",
-         "ssrkit.hf_checkpoint", "ssrkit.pathmatch", "ssrkit.reward", "ssrkit.pyast"}
-SHIMS |= {"ssrkit.inject.operators", "ssrkit.inject.source_text", "ssrkit.inject.testmap"}  # step 4.1
-SHIMS |= {"ssrkit.runslots"}  # step 6.1
-SHIMS |= {"ssrkit.solvers", "ssrkit.grade", "ssrkit.repair", "ssrkit.higher_order"}  # step 6.2
-SHIMS |= {"ssrkit.pool", "ssrkit.report", "ssrkit.export"}  # step 6.3
+#: old import paths of moved modules, one-line aliases of the new ones kept while branches still in flight import
+#: them; no rule applies to them and no module of src/ imports one. Empty since #27's step 7.2 removed them all
+SHIMS: set[str] = set()
 #: entry points (`python -m ...`) belong to the command line, like cli/
 ENTRY_POINTS = ("ssrkit.__main__", "ssrkit.train.__main__")
 
@@ -220,7 +215,7 @@ def _spellings(path: Path, name: str):
 #: (store constant, file) where the same spelling names another file, not the store's, and why
 SAME_SPELLING = {
     ("cache.NODE_REPOS", "cli/examples.py"): "the example repositories' folders (examples/repos, build/repos)",
-    ("runs.TASKS", "runs/export.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
+    ("runs.TASKS", "runs/export/swebench.py"): "the tasks/ folder of a SWE-bench task repository (SWE-bench's layout)",
 }
 
 
@@ -302,7 +297,7 @@ def test_the_spec_boundaries_hold():
     assert not re.search(r"^\s*(import|from)\s+(os|pathlib|json|subprocess|io|shutil)\b", reward_src, re.M)
     http = [m for m, p in MODULES.items() if not m.startswith("ssrkit.agents")
             and re.search(r"^\s*(import|from)\s+(httpx|openai|requests|urllib\.request)\b", p.read_text(), re.M)]
-    assert http == [] or set(http) <= {"ssrkit.serve"}, http  # serve polls the server it started for readiness
+    assert http == [] or set(http) <= {"ssrkit.serving.process"}, http  # serving polls the server it started for readiness
 
 
 def test_one_option_style():
@@ -439,7 +434,7 @@ def test_the_verdict_imports_only_the_standard_library():
 
 #: the pipeline's stages and what drives them: shared machinery below them must not reach up into one
 STAGES = ("ssrkit.inject", "ssrkit.validate", "ssrkit.solve", "ssrkit.solve.solvers", "ssrkit.solve.repair", "ssrkit.solve.grade",
-          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export", "ssrkit.serve",
+          "ssrkit.solve.higher_order", "ssrkit.runs", "ssrkit.runs.pool", "ssrkit.runs.report", "ssrkit.runs.export",
           "ssrkit.serving", "ssrkit.agents", "ssrkit.train", "ssrkit.cli")
 
 

@@ -8,7 +8,7 @@ import ast
 import threading
 import time
 
-from ssrkit import pyast
+from ssrkit.verdict import pyast
 
 
 def test_parses_from_many_threads_never_overlap(monkeypatch):

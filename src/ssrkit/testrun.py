@@ -18,7 +18,8 @@ from typing import Sequence
 
 from .store.artifact import TEST_PARSER, TEST_SCRIPT
 from .errors import SandboxError
-from .sandbox.base import PRISTINE, TIMEOUT_EXIT_CODE, ExecResult, Sandbox, decode_output
+from .sandbox.base import PRISTINE, ExecResult, Sandbox
+from .sandbox.capture import TIMEOUT_EXIT_CODE, decode_output
 from .text import clip
 # test statuses and a run's record are the verdict's (standard library only, shipped in exported tasks);
 # importers of ssrkit.testrun keep finding them here

@@ -18,9 +18,9 @@ from fixtures.agents import make_by_turn, tiny_injector_steps
 from fixtures.paths import FIXTURES, pythonpath
 from ssrkit.agents.client import ModelError
 from ssrkit.agents.endpoints import EndpointPool, base_urls, connect
-from ssrkit.config import load_config
+from ssrkit.store.config import load_config
 from ssrkit.inject.llm import inject_llm
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 
 def test_base_urls_from_flags_commas_and_a_file(tmp_path):

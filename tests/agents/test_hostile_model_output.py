@@ -29,7 +29,7 @@ from fixtures.scripted_server import ScriptedServer, bash, create, edit, submit
 from ssrkit.agents import Agent, AgentConfig, ModelClient, Trajectory
 from ssrkit.inject.llm import SUBMISSION_DIRNAME, run_llm_injection
 from ssrkit.sandbox import open_sandbox
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 role, repo, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 with open_sandbox(RepoSource.local(repo), "local") as sb:

@@ -35,11 +35,11 @@ def test_three_shards_equal_unsharded(tiny_repo, serve, tmp_path, capsys):
 
 def test_ray_executor_same_injections_as_local(ray_cluster, tiny_repo, serve, tmp_path):
     from ssrkit.agents import ModelClient
-    from ssrkit.config import load_config
+    from ssrkit.store.config import load_config
     from ssrkit.executor import LocalExecutor
     from ssrkit.inject.llm import inject_llm
     from ssrkit.executor.ray import RayExecutor
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
 
     server = serve(make_by_turn(tiny_injector_steps))
     client = ModelClient(server.base_url, "scripted-model")

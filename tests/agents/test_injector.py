@@ -15,11 +15,11 @@ from fixtures.agents import make_by_turn, tiny_injector_steps
 from fixtures.git import git
 from fixtures.scripted_server import bash, submit
 from ssrkit.agents import AgentConfig, ModelClient, ModelError, Trajectory, injector_prompts
-from ssrkit.artifact import CORE_FILES, Artifact
+from ssrkit.store.artifact import CORE_FILES, Artifact
 from ssrkit.errors import SsrkitError
 from ssrkit.inject.llm import Thresholds, choose_strategy, run_llm_injection
 from ssrkit.patch import touched_files
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 KEY = "sk-injector-secret-31337"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fixtures.scripted_server import bash, edit, submit
 from ssrkit.agents import AgentConfig, ModelClient, Trajectory
 from ssrkit.patch import touched_files
-from ssrkit.solvers import run_llm_solver, task_from_weaken_diff
+from ssrkit.solve.solvers import run_llm_solver, task_from_weaken_diff
 
 BREAK = """python - <<'EOF'
 import pathlib

@@ -82,7 +82,7 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
             rec = json.loads((rd / "eval.json").read_text())
             assert rec["artifact"] == str(ra.path) and rec["passed"] == json.loads((d / "eval.json").read_text())["passed"]
             assert (rd / "test_output.log").is_file()
-        from ssrkit.attempts import scored_attempts
+        from ssrkit.store.attempts import scored_attempts
 
         # written here from what the node sent: bound to this artifact's files and fix.diff, so rewarded
         assert [s.source for s in scored_attempts(ra)] == ["eval.json"] * len(la.attempt_dirs())
@@ -245,7 +245,7 @@ def test_window_queues_units_but_never_runs_more_than_the_slots(ray_cluster):
 def test_procedural_inject_same_artifacts_as_local(ray_cluster, example_repos, tmp_path):
     """Each candidate a Ray task on some node: the driver keeps the same artifacts, byte for byte, as the
     local executor for the same seed (the combine stream reads what the nodes sent back)."""
-    from ssrkit.artifact import CORE_FILES
+    from ssrkit.store.artifact import CORE_FILES
     from ssrkit.inject.procedural import inject
     from ssrkit.sandbox import SandboxOptions
 

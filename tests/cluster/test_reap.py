@@ -145,7 +145,7 @@ def test_docker_sandboxes_carry_the_run_and_reap_removes_the_runs(example_repos,
     why = docker_available()
     if why:
         pytest.skip(f"no Docker engine: {why}")
-    from ssrkit.image import build_image
+    from ssrkit.sandbox.image import build_image
 
     try:
         image = build_image(example_repos["textkit"], tag="ssrkit-test/reap:latest", build_base=False)

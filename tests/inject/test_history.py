@@ -12,7 +12,7 @@ from fixtures.git import commit_all, git, write_tree
 from fixtures.sandboxes import local_sandbox
 from fixtures.toyrepos import CALC_OPS, CALC_OPS_V1, CALC_TEST_OPS, CALC_TEST_OPS_V1
 from ssrkit import patch as patches
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.inject.history import MAX_CODE_LINES, Commit, list_commits, recent_first, revert
 from ssrkit.inject.procedural import Session
 from ssrkit.validate import Settings

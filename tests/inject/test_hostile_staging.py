@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.errors import SsrkitError
 from ssrkit.executor import Shard
 from ssrkit.inject.procedural import Session, inject
@@ -96,9 +96,9 @@ def test_a_rerun_reuses_no_staged_artifact_that_is_not_what_it_staged(example_re
 def test_a_symlinked_llm_injection_directory_is_refused(example_repos, tmp_path):
     """The LLM injector's `OUT/llm-s<seed>-<i>` would be read (a finished injection is reused), validated into
     and renamed: a link there, to a directory of the user's, is refused before anything is touched."""
-    from ssrkit.config import Config
+    from ssrkit.store.config import Config
     from ssrkit.inject.llm import inject_llm
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
 
     mine = victim(tmp_path)
     (mine / "artifact.toml").write_text('id = "mine"\n')

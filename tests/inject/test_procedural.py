@@ -13,7 +13,7 @@ import pytest
 
 from fixtures.toyrepos import CALC_TEXT
 from ssrkit import patch as patches
-from ssrkit.artifact import CORE_FILES, Artifact
+from ssrkit.store.artifact import CORE_FILES, Artifact
 from ssrkit.executor import Shard
 from ssrkit.inject.procedural import Candidate, Session, inject
 from ssrkit.inject.runner import locate_test
@@ -125,7 +125,7 @@ def test_prescreen_discards_harmless_and_non_importing_mutants(session):
 def test_the_mutation_stream_parses_only_the_mutations_it_draws(session, monkeypatch):
     """Each mutation is checked to keep the syntax (a parse of its whole module) when the stream draws it,
     not all of them before the first candidate: on a 7,000-line module that was minutes of parsing."""
-    from ssrkit import pyast
+    from ssrkit.verdict import pyast
     from ssrkit.mutation.operators import mutations
 
     parses = []

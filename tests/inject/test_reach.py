@@ -18,7 +18,7 @@ import pytest
 from fixtures.git import commit_all, git, write_tree
 from fixtures.sandboxes import local_sandbox
 from fixtures.toyrepos import CALC_OPS, CALC_TEST_OPS, CALC_TEST_TEXT, CALC_TEXT, UNITS_OPS, UNITS_TEST
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.inject.procedural import Session, StrategyStats, inject
 from ssrkit.inject.runner import TestLocation
 from ssrkit.inject.weaken import WeakenError, remove_tests

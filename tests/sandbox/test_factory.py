@@ -12,9 +12,9 @@ from fixtures.git import git
 from fixtures.repos import make_proj_repo
 from ssrkit.errors import SandboxError, SsrkitError
 from ssrkit.sandbox import SandboxOptions, open_sandbox
-from ssrkit.sandbox.base import OutputCapture, truncate_middle
+from ssrkit.sandbox.capture import OutputCapture, truncate_middle
 from ssrkit.sandbox.factory import docker_available, fingerprint
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 
 def test_output_capture_matches_truncate_middle():
@@ -147,7 +147,7 @@ def test_image_cli(docker_engine, tmp_path):
     from typer.testing import CliRunner
 
     from ssrkit.cli.image import image_app
-    from ssrkit.image import BASE_IMAGE
+    from ssrkit.sandbox.image import BASE_IMAGE
 
     runner = CliRunner()
     res = runner.invoke(image_app, ["build", "--help"])
@@ -175,7 +175,7 @@ def test_image_cli(docker_engine, tmp_path):
 
 
 def test_apt_mirror_is_a_url():
-    from ssrkit.image import apt_mirror, default_tag
+    from ssrkit.sandbox.image import apt_mirror, default_tag
 
     assert apt_mirror().startswith(("http://", "https://", "file:/"))
     assert default_tag(os.getcwd()).startswith("ssrkit/")

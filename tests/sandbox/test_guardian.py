@@ -21,7 +21,7 @@ _LIFE = textwrap.dedent("""\
     sys.path.insert(0, {src!r})
     from ssrkit.sandbox import _cleanup, open_sandbox
     from ssrkit.sandbox.local import _session
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
 
     def guardians():
         out = []

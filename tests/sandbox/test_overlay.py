@@ -13,7 +13,7 @@ import pytest
 
 from fixtures.paths import SRC
 from ssrkit.sandbox import PRISTINE, SandboxOptions, open_sandbox
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 
 def overlays_work() -> bool:
@@ -85,7 +85,7 @@ _CHILD = textwrap.dedent("""\
     sys.path.insert(0, {src!r})
     from ssrkit.sandbox import open_sandbox
     from ssrkit.sandbox.local import _session
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
     sb = open_sandbox(RepoSource.local({repo!r}), "local")
     threading.Thread(target=sb.run, args=("sleep 97",), kwargs={{"timeout": 300}}, daemon=True).start()
     if {kill_guardian!r}:  # as when the whole process tree is killed at once (a cgroup-wide kill)

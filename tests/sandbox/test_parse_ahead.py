@@ -123,7 +123,7 @@ def test_modules_of_the_repository_named_like_the_standard_library_are_the_parse
     repository's as it would in a command of its own."""
     from ssrkit.sandbox import open_sandbox
     from ssrkit.sandbox.local import isolation_available
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
 
     if isolation_available():
         pytest.skip(f"bubblewrap unusable: {isolation_available()}")
@@ -331,7 +331,7 @@ def test_a_failing_module_of_the_repository_named_json_fails_the_parser_alone(tm
     parser meets the failure on its own, as in a command of its own."""
     from ssrkit.sandbox import open_sandbox
     from ssrkit.sandbox.local import isolation_available
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
 
     if isolation_available():
         pytest.skip(f"bubblewrap unusable: {isolation_available()}")

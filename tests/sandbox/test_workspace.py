@@ -132,7 +132,7 @@ _CHILD = textwrap.dedent("""\
     import sys, time
     sys.path.insert(0, {src!r})
     from ssrkit.sandbox import open_sandbox, SandboxOptions
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
     src = RepoSource.{ctor}
     sb = open_sandbox(src, {backend!r}, SandboxOptions())
     print("DIR", getattr(sb, "dir", ""), "CONTAINER", getattr(getattr(sb, "container", None), "name", ""),

@@ -56,3 +56,14 @@ def test_continuous_producers_and_a_following_trainer(tmp_path):
     report = subprocess.run([sys.executable, "-m", "ssrkit", "report", str(run), "--json", "--no-plots",
                              "--no-learning"], capture_output=True, text=True, env=recipe_env(), cwd=ROOT)
     assert json.loads(report.stdout)["continuous"]["totals"]["trained"] == len(trained)
+
+
+def test_continuous_stop_needs_only_the_run(tmp_path):
+    """`make -f recipes/selfplay.mk continuous-stop RUN=...`, as recipes/README.md writes it: no REPOS needed; a
+    run directory that does not exist is said, not created."""
+    cmd = ["make", "-s", "-f", str(ROOT / "recipes" / "selfplay.mk"), "continuous-stop"]
+    proc = subprocess.run([*cmd, f"RUN={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and (tmp_path / "STOP").is_file(), proc.stderr
+    assert "the trainer stops at a step boundary" in proc.stdout
+    proc = subprocess.run([*cmd, f"RUN={tmp_path / 'missing'}"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no such run directory" in proc.stderr and not (tmp_path / "missing").exists()

@@ -35,6 +35,10 @@ COMMAND_WORDS = ("ssrkit", "make", "python", "scripts/docker-up.sh", "scripts/do
 #: (pattern of a whole code block, why none of its commands runs here)
 NOT_RUN_BLOCKS = [
     (r"#SBATCH", "a Slurm batch script: needs a Slurm allocation (its ssrkit and make lines are parsed here)"),
+    (r"--replicas 3 --port 8000 --host 0.0.0.0", "continuous self-play over a GPU machine and a Ray cluster "
+     "(docs/cluster.md): its ssrkit lines are parsed here; the same steps ran by hand on one CPU machine with real "
+     "vLLM (--replicas 1, no Ray), and tests/vllm/test_continuous.py runs train --follow --refresh-pid-file against "
+     "real vLLM"),
     (r"ray start --head --port=6390", "a Ray cluster on a fixed port: tests/cluster/test_ray_address.py runs these "
      "steps with a free port and a private RAY_TMPDIR (start with --block, join with auto, end the process)"),
 ]
@@ -145,8 +149,12 @@ def _parse_ssrkit(command: str) -> str | None:
     return None
 
 
+#: an ssrkit command behind a subshell's `cd DIR &&` or environment assignments (`CUDA_VISIBLE_DEVICES=1 ssrkit …`)
+PREFIXED = re.compile(r"^\(?(?:cd \S+ && )?(?:[A-Z_]+=\S+ )*((?:\.venv/bin/)?ssrkit .*?)\)?$")
+
+
 def test_every_ssrkit_command_in_the_docs_parses():
-    commands = [(f, c) for f, _, _, cs in doc_blocks() for c in cs if c.startswith(("ssrkit ", ".venv/bin/ssrkit "))]
+    commands = [(f, m.group(1)) for f, _, _, cs in doc_blocks() for c in cs if (m := PREFIXED.match(c))]
     commands += inline_ssrkit_commands()
     assert len(commands) > 40
     bad = {f"{f}: {c}": why for f, c in commands if (why := _parse_ssrkit(c.removeprefix(".venv/bin/")))}

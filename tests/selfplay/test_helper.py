@@ -133,3 +133,12 @@ def test_server_moves_in_place_with_nccl_and_restarts_otherwise(tmp_path, capfd,
     finally:
         helper.main(["server", "stop", "--run", str(run), "--ssrkit", ssrkit])
     assert not state_file.exists()
+
+
+def test_continuous_warns_only_when_nothing_refreshes_the_server():
+    """BASE_URL without SERVE=yes: a warning, unless the trainer is told which servers to refresh (servers started
+    with `ssrkit serve --detach`, e.g. `--replicas`, as docs/cluster.md sets them up)."""
+    assert "nothing refreshes the server" in helper.refresh_warning("", "--lora --groups-per-step 2")
+    assert helper.refresh_warning("", "--lora --refresh-pid-file vllm-8000.pid") is None
+    assert helper.refresh_warning("", "--refresh-pid-file=vllm-8000.pid") is None
+    assert helper.refresh_warning("--port 8000 --name policy", "") is None

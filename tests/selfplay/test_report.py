@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.recipe import recipe_env
 from fixtures.runs import two_rounds_with_a_higher_order_artifact_made_twice
-from ssrkit.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
+from ssrkit.runs.report import HISTOGRAM_BINS, histogram_bin, solve_rate_histogram, sparkline
 
 
 def test_sparkline():
@@ -166,7 +166,7 @@ def test_a_directory_that_is_no_run_says_what_report_reads(tmp_path):
 def test_strategy_mix_counts_each_valid_artifact_once_and_the_histogram_is_per_round(tmp_path):
     """A higher-order artifact made in two rounds, and an invalid one, do not swell the mix; the histogram
     counts each round's tasks in that round (round.json's `tasks`), not task-rounds pooled over the run."""
-    from ssrkit.report import build_report, write_plots
+    from ssrkit.runs.report import build_report, write_plots
 
     repo = tmp_path / "mylib"
     repo.mkdir()
@@ -212,3 +212,24 @@ def test_continuous_training_shows_per_step_staleness_drops_and_waits(tmp_path):
     out = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--no-learning"])
     assert out.exit_code == 0, out.output
     assert "continuous training" in out.output and "0:2 3:7 ?:1" in out.output and "trainer idle 70%" in out.output
+
+
+def test_a_follower_without_a_step_yet_is_said(tmp_path):
+    """A follower whose complete groups all settled without a step (every rollout dropped, or none trainable: a
+    random policy's first run) still shows in the report, saying so, rather than as nothing at all."""
+    from typer.testing import CliRunner
+
+    from ssrkit.cli.main import app
+    from ssrkit.runs.report import continuous_summary
+    from ssrkit.store.follow import append_ledger
+
+    run = tmp_path / "run"
+    (run / "round-001").mkdir(parents=True)
+    assert continuous_summary(run) is None
+    append_ledger(run, {"step": 0, "policy_id": "p0", "groups": ["round-001/tasks/r/a", "round-001/tasks/r/b"],
+                        "trained": [], "dropped": [{"id": f"sha256:{i}", "reason": "zero_variance"} for i in range(4)]})
+    cont = continuous_summary(run)
+    assert cont["steps"] == [] and cont["totals"]["groups"] == 2 and cont["totals"]["dropped"]["zero_variance"] == 4
+    out = CliRunner().invoke(app, ["report", str(run), "--no-plots", "--no-learning"])
+    assert out.exit_code == 0, out.output
+    assert "no step yet; 2 complete group(s) settled, none trained; dropped: zero_variance 4" in out.output

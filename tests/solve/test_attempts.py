@@ -1,7 +1,7 @@
 """Attempt bookkeeping: N attempts, idempotent; unfinished ones are redone first; --redo."""
 
-from ssrkit.artifact import Artifact
-from ssrkit.attempts import claim_new_attempt, plan_attempts
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.attempts import claim_new_attempt, plan_attempts
 
 from fixtures.repos import finish_attempt
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fixtures.solving import VALID_EXAMPLES, copy_validated
-from ssrkit.solvers import make_solver
-from ssrkit.source import RepoSource
+from ssrkit.solve.solvers import make_solver
+from ssrkit.store.source import RepoSource
 
 VALID = VALID_EXAMPLES
 

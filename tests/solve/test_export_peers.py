@@ -25,11 +25,11 @@ import pytest
 from fixtures.git import git
 from fixtures.paths import EXAMPLES
 from fixtures.solving import VALID_EXAMPLES, ScriptedSolver, copy_validated, make_engine
-from ssrkit import export as core
-from ssrkit.artifact import Artifact
+from ssrkit.runs import export as core
+from ssrkit.store.artifact import Artifact
 from ssrkit.errors import SsrkitError
-from ssrkit.solvers import make_solver
-from ssrkit.source import RepoSource
+from ssrkit.solve.solvers import make_solver
+from ssrkit.store.source import RepoSource
 
 #: every valid example artifact (pytest and unittest runners, a removed module, a total break, a partial weakening)
 NAMES = VALID_EXAMPLES
@@ -447,7 +447,7 @@ def test_cli_directory_formats_need_out_and_valid_artifacts(exported, tmp_path):
 @pytest.fixture(scope="module")
 def task_image(exported):
     """The textkit task's image, built from its exported Dockerfile and context (no registry, no network)."""
-    from ssrkit.image import BASE_IMAGE, build_base_image, image_exists
+    from ssrkit.sandbox.image import BASE_IMAGE, build_base_image, image_exists
     from ssrkit.sandbox.factory import docker_available
 
     why = docker_available()
@@ -471,7 +471,7 @@ def build_task_image(exported, task) -> None:
     """(Re)build the task's image (SWE-bench's run_instance removes the instance image it ran)."""
     import docker
 
-    from ssrkit.image import image_exists
+    from ssrkit.sandbox.image import image_exists
 
     if not image_exists(task.image):
         docker.from_env().images.build(path=str(exported[1] / "tasks" / task.instance_id), tag=task.image,

@@ -16,8 +16,8 @@ from fixtures import calc_pkg
 from fixtures.calc_pkg import CLAMP_ONLY, FIXED_DIFFERENTLY, FORCE_PASS_HOOK, FORGED_LINES, FORGER, MONKEYPATCH_REPORTS
 from fixtures.git import diff_of
 from fixtures.solving import attempt, sub
-from ssrkit.grade import GradeSettings, grade
-from ssrkit.solvers import make_solver
+from ssrkit.solve.grade import GradeSettings, grade
+from ssrkit.solve.solvers import make_solver
 
 NAIVE = GradeSettings(timeout=60, test_patterns=[], protected=[], canary=False, guard_shadows=False)
 

@@ -7,8 +7,8 @@ import pytest
 
 from fixtures import calc_pkg
 from fixtures.solving import attempt, sub
-from ssrkit import grade as grading
-from ssrkit.solvers import make_solver
+from ssrkit.solve import grade as grading
+from ssrkit.solve.solvers import make_solver
 
 
 @pytest.fixture

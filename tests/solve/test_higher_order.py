@@ -5,7 +5,7 @@ from __future__ import annotations
 from fixtures import calc_pkg
 from fixtures.calc_pkg import CLAMP_ONLY, FIXED_DIFFERENTLY
 from fixtures.solving import ScriptedSolver, validate
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.solve.higher_order import known_artifacts, make_all
 from ssrkit.solve import prepare_solver_sandbox
 from ssrkit.solve.solvers import make_solver

@@ -57,8 +57,8 @@ def test_quoted_names_do_not_bypass_the_path_rules(engine, calc_artifact, calc_p
 
 
 def test_quoted_test_file_in_a_bug_fails_the_scope_check(tmp_path, calc_pkg_repo):
-    from ssrkit.artifact import create_artifact, Metadata
-    from ssrkit.source import RepoSource
+    from ssrkit.store.artifact import create_artifact, Metadata
+    from ssrkit.store.source import RepoSource
     from fixtures.solving import validate
 
     base = calc_pkg.make_artifact(tmp_path / "base", calc_pkg_repo)
@@ -168,7 +168,7 @@ def test_canary_name_holds_no_word_of_the_test_script():
 def test_a_script_that_selects_tests_by_name_never_fails_an_honest_fix(engine, tmp_path, calc_pkg_repo):
     """The reference run on the original code uses the fix run's own canary file: a script that runs some
     names and not others cannot make a canary vanish with the fix but show on the original."""
-    from ssrkit.solvers import make_solver
+    from ssrkit.solve.solvers import make_solver
     from fixtures.solving import validate
 
     art = calc_pkg.make_artifact(tmp_path / "by-name", calc_pkg_repo, select="-k 'add or clamp or mean or median'")
@@ -223,7 +223,7 @@ def artifact_in_home(calc_artifact):
     import tempfile
     from pathlib import Path
 
-    from ssrkit.artifact import Artifact
+    from ssrkit.store.artifact import Artifact
 
     base = Path(tempfile.mkdtemp(prefix="ssrkit-hostile-", dir=Path.home()))
     try:
@@ -311,10 +311,10 @@ def test_oversized_fix_gets_a_clear_verdict(engine, calc_artifact, calc_pkg_repo
 @pytest.fixture(scope="module")
 def docker_calc(tmp_path_factory):
     """(artifact, image source) of the calc bug, validated against an image of the calc repository."""
-    from ssrkit.artifact import Artifact
-    from ssrkit.image import build_image
+    from ssrkit.store.artifact import Artifact
+    from ssrkit.sandbox.image import build_image
     from ssrkit.sandbox.factory import docker_available
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
     from ssrkit.validate import Settings, Validator, validate_all
 
     why = docker_available()

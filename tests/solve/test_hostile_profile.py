@@ -17,13 +17,13 @@ from fixtures.repos import copy_artifact
 from fixtures.repos import materialize_examples
 from fixtures.solving import SANDBOX, ScriptedSolver, validate
 from ssrkit.agents.endpoints import client_from_config
-from ssrkit.artifact import Artifact
-from ssrkit.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, load_config
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.config import DEFAULT_PROTECTED, DEFAULT_TEST_PATTERNS, load_config
 from ssrkit.errors import SsrkitError
-from ssrkit.grade import GradeSettings
+from ssrkit.solve.grade import GradeSettings
 from ssrkit.sandbox import SandboxOptions, open_sandbox
 from ssrkit.solve import Engine, SolveOptions
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 
 NAMES = {"textkit": "textkit/valid-two-files-acronym-and-default-filter",
          "ledger": "ledger/valid-journal-as-of-boundary"}

@@ -13,11 +13,11 @@ import pytest
 from fixtures.paths import EXAMPLES
 from fixtures.repos import copy_artifact
 from fixtures.solving import make_engine, validate
-from ssrkit.artifact import Artifact
-from ssrkit.attempts import current_reward, scored_attempts, write_reward
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.attempts import current_reward, scored_attempts, write_reward
 from ssrkit.errors import SsrkitError
-from ssrkit.solvers import make_solver
-from ssrkit.source import RepoSource
+from ssrkit.solve.solvers import make_solver
+from ssrkit.store.source import RepoSource
 from ssrkit.store import trajectory as trajectories
 from ssrkit.train.rollouts import scan_artifact
 
@@ -87,7 +87,7 @@ def test_a_verdict_of_other_files_is_stale(validated, name, tmp_path):
     assert [(s.reward, s.source) for s in scored_attempts(art)] == [(None, "stale")]
     with pytest.raises(SsrkitError, match="no finished attempt; attempt\\(s\\) 001 judged other files"):
         write_reward(art, 0.8)
-    from ssrkit.attempts import plan_attempts
+    from ssrkit.store.attempts import plan_attempts
 
     assert plan_attempts(art, 1) == ["001"]
 

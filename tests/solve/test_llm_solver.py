@@ -7,8 +7,8 @@ import json
 
 from fixtures.scripted_server import ScriptedServer, bash, edit, submit
 from ssrkit.agents import AgentConfig, ModelClient
-from ssrkit.artifact import EVAL, FIX, TEST_OUTPUT
-from ssrkit.attempts import attempt_dir
+from ssrkit.store.artifact import EVAL, FIX, TEST_OUTPUT
+from ssrkit.store.attempts import attempt_dir
 from ssrkit.solve.solvers import LLMSolver, make_solver
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ssrkit.reward import injector_reward, reward_record, solve_rate, solver_reward
+from ssrkit.verdict.rewards import injector_reward, reward_record, solve_rate, solver_reward
 
 pytestmark = pytest.mark.fast
 

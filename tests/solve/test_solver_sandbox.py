@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures import calc_pkg
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.sandbox.local import isolation_available
 from ssrkit.solve.solvers import Solver, SolverOutput
 

@@ -158,3 +158,62 @@ def test_user_errors_and_a_second_follower(tmp_path, base, tiny_model_dir):
     with pytest.raises(Exception, match="followed from --model /elsewhere/model"):
         follow(config(base, tmp_path), tmp_path)
     assert json.loads((tmp_path / "follow" / "follow.json").read_text())["model"] == "/elsewhere/model"
+
+
+def test_an_injector_group_waits_for_its_record_and_current_rewards_then_trains_its_way(tmp_path, base, tiny_tok):
+    """An injector group is one injection run's output directory (`injector:round-K/inject/<repo>`): held back
+    while the run's record (inject.json) is missing, or while an injected artifact's reward.json is stale (the
+    solve rate it was computed from has changed), even as solver groups beside it train; once complete it is
+    trained once, in the direction of its advantages."""
+    from fixtures.repos import finish_attempt, write_reward_json
+
+    from ssrkit.store.runs import INJECT_SUMMARY
+    from ssrkit.train.advantages import compute_advantages
+    from ssrkit.train.examples import build_examples
+    from ssrkit.train.follow import follow
+    from ssrkit.train.rollouts import read_rollouts
+    from ssrkit.train.stream import rollout_id
+
+    run, v0 = tmp_path / "run", read_version(base).turn()
+    inject = run / "round-001" / "inject" / "demo"
+
+    def injection(name, letters, reward, passed):
+        injector = make_trajectory(tiny_tok, conversation(f"inj-{name}", 2, letters[0]), role="injector")
+        attempts = [(make_trajectory(tiny_tok, conversation(f"{name}{k}", 2, l)), ok)
+                    for k, (l, ok) in enumerate(zip(letters[1:], passed))]
+        for traj in [injector] + [t for t, _ in attempts]:
+            for turn in traj["turns"]:
+                turn["policy"] = v0
+        return write_artifact(inject, name, attempts, injector=(injector, reward))
+
+    alpha = injection("alpha", ["AB", "CD", "EF"], 0.1, (True, False))  # solve rate 1/2: 1 - 1.8 * 0.5
+    beta = injection("beta", ["GH", "IJ", "KL"], -0.8, (True, True))  # solved always: -alpha
+    injector_ids = {rollout_id(a / "trajectory.json") for a in (alpha, beta)}
+    key = "injector:round-001/inject/demo"
+
+    def settled():
+        return {g for line in store.read_ledger(run) for g in line["groups"]}
+
+    follow(config(base, run), run)  # every reward current, but no inject.json yet: the solver groups only
+    assert settled() == {"round-001/inject/demo/alpha", "round-001/inject/demo/beta"}
+    assert store.committed_steps(run)[-1] == 1  # alpha's group trained; beta's (zero variance) dropped
+    (inject / INJECT_SUMMARY).write_text(json.dumps({"artifacts": []}))  # the injection run ended ...
+    finish_attempt(beta, "002", {"passed": True, "reason": "ok", "tests": {}, "exit_code": 0})  # ... beta's reward: stale
+    summary = follow(config(base, run), run)
+    assert key not in settled() and summary["step"] == 1 and "no complete group" in summary["stopped"]
+    write_reward_json(beta, {"valid": True, "n_attempts": 3, "n_solved": 3, "solve_rate": 1.0, "alpha": 0.8,
+                             "injector_reward": -0.8, "solver_rewards": [1.0] * 3, "attempts": ["000", "001", "002"]})
+    summary = follow(config(base, run), run)
+    lines, trained, _ = ledger_ids(run)
+    assert summary["step"] == 2 and lines[-1]["groups"] == [key] and lines[-1]["step"] == 2
+    assert {t["id"] for t in lines[-1]["trained"]} == injector_ids
+    assert len(trained) == len(set(trained)) and injector_ids <= set(trained)
+
+    # the direction: step 2 trained only the injector rows, raising alpha's (0.1) and lowering beta's (-0.8)
+    scan = read_rollouts([inject], roles=["injector"])
+    advs = compute_advantages(scan.rollouts).advantages
+    examples, _ = build_examples(list(zip(scan.rollouts, advs)), tiny_tok, 4096)
+    assert len(examples) == 2 and sorted(e.advantage > 0 for e in examples) == [False, True]
+    before, after = row_logprob_sums(store.step_dir(run, 1), examples), row_logprob_sums(store.step_dir(run, 2),
+                                                                                           examples)
+    assert all((a - b) * e.advantage > 0 for e, b, a in zip(examples, before, after)), (before, after)

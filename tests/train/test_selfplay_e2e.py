@@ -19,7 +19,7 @@ from fixtures.repos import copy_artifact  # noqa: E402
 from fixtures.scripted_server import ScriptedServer, bash, submit  # noqa: E402
 from fixtures.training import row_logprob_sums  # noqa: E402
 
-from ssrkit.artifact import Artifact  # noqa: E402
+from ssrkit.store.artifact import Artifact  # noqa: E402
 from ssrkit.patch import reverse  # noqa: E402
 
 pytestmark = pytest.mark.train

@@ -145,7 +145,7 @@ def test_rewards_pair_with_attempts_by_name_not_position(tmp_path, tiny_tok):
     assert got == {"001": -1.0, "002": 1.0}
     assert scan.skipped["unfinished attempt (no eval.json): no reward"] == 1
 
-    from ssrkit.attempts import scored_attempts
+    from ssrkit.store.attempts import scored_attempts
 
     scored = scored_attempts(art)
     assert [(s.name, s.reward, s.source) for s in scored] == [

@@ -9,8 +9,8 @@ import pytest
 
 from fixtures.paths import EXAMPLES
 from fixtures.repos import copy_artifact
-from ssrkit.artifact import Artifact
-from ssrkit.source import RepoSource
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.source import RepoSource
 from ssrkit.validate import CHECK_NAMES, Settings, Validator, validate_all
 
 EXPECTED = json.loads((EXAMPLES / "artifacts" / "expected.json").read_text())

@@ -82,7 +82,7 @@ def test_isolation_in_force_is_reported(tmp_path, small_calc_repo):
 
 def _timed(art, repo, **section):
     """(the report, the seconds its validation took) under `[validate]` settings `section`."""
-    from ssrkit.source import RepoSource
+    from ssrkit.store.source import RepoSource
     from ssrkit.validate import Settings, Validator, write_report
 
     t0 = time.monotonic()

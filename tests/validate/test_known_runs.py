@@ -8,9 +8,9 @@ import pytest
 from fixtures.paths import EXAMPLES
 from fixtures.repos import copy_artifact
 from ssrkit import testrun
-from ssrkit.artifact import Artifact
+from ssrkit.store.artifact import Artifact
 from ssrkit.sandbox import SandboxOptions, environment_key
-from ssrkit.source import RepoSource
+from ssrkit.store.source import RepoSource
 from ssrkit.validate import Settings, Validator
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # what the cache holds is under test

@@ -12,8 +12,8 @@ import pytest
 
 from fixtures.paths import EXAMPLES
 from fixtures.repos import copy_artifact
-from ssrkit.artifact import Artifact
-from ssrkit.source import RepoSource
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.source import RepoSource
 from ssrkit.validate import Settings, Validator, validate_all
 
 VALID = "textkit/valid-slug-truncate-off-by-one"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ssrkit.runslots import Ahead, RunSlots
+from ssrkit.validate.runslots import Ahead, RunSlots
 
 pytestmark = pytest.mark.fast
 

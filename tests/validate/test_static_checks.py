@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ssrkit.artifact import BUG_DIFF, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
-from ssrkit.source import RepoSource
+from ssrkit.store.artifact import BUG_DIFF, TEST_FILES, TEST_PARSER, TEST_SCRIPT, WEAKEN_DIFF, Artifact
+from ssrkit.store.source import RepoSource
 from ssrkit.validate.checks import FAIL, PASS, _Context, check_bug_scope, check_diffs_parse, check_files
 from ssrkit.validate.settings import Settings
 from ssrkit.validate.checks import check_test_files_exist, check_weaken_scope

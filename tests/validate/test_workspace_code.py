@@ -13,8 +13,8 @@ import pytest
 
 from fixtures.git import git
 from fixtures.paths import SRC
-from ssrkit.artifact import Artifact
-from ssrkit.source import RepoSource
+from ssrkit.store.artifact import Artifact
+from ssrkit.store.source import RepoSource
 from ssrkit.validate import Settings, Validator
 
 PARSER = (SRC / "ssrkit" / "templates" / "pytest_parser.py").read_text()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, List, Optional
 
@@ -12,10 +11,8 @@ import typer
 from ..runs import export as core
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
-from ..store.fsutil import atomic_write_text
-from ..solve.grade import GradeSettings
-from ..image import BASE_IMAGE
-from .common import ConfigOpt, ImageOpt, RepoOpt, WorkdirOpt, config_for, err_console, explicit_source, source_for
+from ..sandbox.image import BASE_IMAGE
+from .common import ConfigOpt, ImageOpt, RepoOpt, WorkdirOpt, err_console, explicit_source, source_for
 
 EPILOG = """
 [bold]Examples[/]
@@ -71,37 +68,18 @@ def export(
         raise SsrkitError(f"no artifacts found in {', '.join(map(str, artifacts))}")
     if fmt == "sft":
         lines = [json.dumps(ex) for art in found for ex in core.sft_examples(art)]
-        _write_jsonl(lines, out)
+        core.write_jsonl(lines, out)
         err_console.print(f"exported {len(lines)} sft record(s)")
         return
-    tasks: list[core.Task] = []
-    skipped = 0
-    for art in found:
-        if not (art.validation or {}).get("valid"):
-            skipped += 1
-            continue
-        source = source_for(art, explicit)
-        settings = GradeSettings.from_config(config_for(config, Path(source.path) if source.path else None))
-        tasks.append(core.make_task(art, source, settings))
+    tasks, skipped = core.make_tasks(found, lambda art: source_for(art, explicit), config)
     note = f", {skipped} invalid or unvalidated skipped" if skipped else ""
-    if fmt == "swebench":
-        _write_jsonl([json.dumps(core.swebench_instance(t, dataset)) for t in tasks], out)
-        err_console.print(f"exported {len(tasks)} swebench record(s){note}")
-    elif not tasks:
+    if fmt != "swebench" and not tasks:
         raise SsrkitError(f"no valid artifact to export{note}; validate them first (ssrkit validate)")
+    core.write(tasks, fmt, out, dataset=dataset, base=base)
+    if fmt == "swebench":
+        err_console.print(f"exported {len(tasks)} swebench record(s){note}")
     elif fmt == "swebench-task":
-        core.write_swebench_repo(tasks, out, dataset=dataset, base=base)
         err_console.print(f"exported {len(tasks)} task(s) to the SWE-bench task repository {out}{note}; "
                           f"evaluate with: swebench eval {out} --gold --task-repo {out}")
     else:
-        for t in tasks:
-            core.write_harbor_task(t, out, base=base)
         err_console.print(f"exported {len(tasks)} Harbor task(s) to {out}{note}")
-
-
-def _write_jsonl(lines: list[str], out: Optional[Path]) -> None:
-    text = "".join(line + "\n" for line in lines)
-    if out:
-        atomic_write_text(out, text)
-    else:
-        sys.stdout.write(text)

@@ -1,4 +1,4 @@
-"""`ssrkit image`: build Docker images for the docker sandbox backend (thin layer over `ssrkit.image`)."""
+"""`ssrkit image`: build Docker images for the docker sandbox backend (thin layer over `ssrkit.sandbox.image`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import image as core
+from ..sandbox import image as core
 from ..store.source import DEFAULT_WORKDIR
 from .common import Command, err_console, one_repo, safe
 

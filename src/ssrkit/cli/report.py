@@ -112,6 +112,12 @@ def _rounds_table(run: Path, rounds: list[dict]) -> Table:
 def _print_continuous(cont: dict) -> None:
     """`train --follow`'s steps: what each trained, how stale (steps behind: count; ? unknown), what it dropped,
     who waited, rollouts per hour; the last 20 steps and the totals."""
+    t = cont["totals"]
+    dropped = ", ".join(f"{k} {v}" for k, v in t["dropped"].items() if v) or "none"
+    if not cont["steps"]:
+        console.print(f"[bold]continuous training[/] (train --follow): no step yet; {t['groups']} complete group(s) "
+                      f"settled, none trained; dropped: {dropped}")
+        return
     table = Table(title="[bold]continuous training[/] (train --follow)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, padding=(0, 0, 0, 1))
     for col in ("step", "trained", "staleness\n(steps: n)", "dropped\nstale", "trainer\nwait s",
@@ -125,12 +131,10 @@ def _print_continuous(cont: dict) -> None:
         table.add_row(str(s["step"]), str(s.get("rollouts", 0)), hist(s.get("staleness") or {}),
                       str((s.get("dropped") or {}).get("stale", 0)), f"{s.get('wait_s', 0):.1f}",
                       f"{s.get('producer_wait_s', 0):.1f}", f"{s.get('rollouts_per_hour', 0):.0f}")
-    t = cont["totals"]
     table.add_row("all", str(t["trained"]), hist(t["staleness"]), str(t["dropped"]["stale"]), f"{t['wait_s']:.1f}",
                   f"{t['producer_wait_s']:.1f}", f"{t['rollouts_per_hour']:.0f}")
     console.print(table)
-    console.print(f"trainer idle {t['trainer_idle']:.0%} of its time; dropped: " + (", ".join(
-        f"{k} {v}" for k, v in t["dropped"].items() if v) or "none"))
+    console.print(f"trainer idle {t['trainer_idle']:.0%} of its time; dropped: {dropped}")
 
 
 def _print_learning(rows: list[dict], note: str) -> None:

@@ -7,7 +7,8 @@ ssrkit serve --stop --pid-file vllm.pid                                         
 ssrkit serve runs/r0/policy --replicas 4 --port 8000 --detach                      # one server per GPU, ports 8000-8003
 
 `--strategy` (restart, lora, nccl; chosen at --detach) says how `--refresh` moves the server; the settings live
-next to the pid file in vllm.pid.json. The work is done by ssrkit.serve; this module parses and prints.
+next to the pid file in vllm.pid.json. The work is done by ssrkit.serving (starting and watching servers:
+serving.run; replicas' ports, GPUs and pid files: serving.replicas); this module parses and prints.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import json
 import shlex
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 if TYPE_CHECKING:
-    from ssrkit.serve import PolicyServer
+    from ssrkit.serving import PolicyServer
 
 
 def serve(
@@ -71,7 +71,7 @@ def serve(
                                           "consecutive ports from --port (each with its own pid file and log).")] = 1,
 ) -> None:
     """Serve a policy checkpoint with vLLM (OpenAI-compatible) and wait until it answers."""
-    from ssrkit.serve import ServeError
+    from ssrkit.serving import ServeError
 
     try:
         if replicas > 1:
@@ -84,17 +84,19 @@ def serve(
     except ServeError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    pid_file = pid_file or Path(f"vllm-{port}.pid")
+    from ssrkit.serving.detached import default_pid_file
+
+    pid_file = pid_file or default_pid_file(port)
     try:
         if stop:
-            from ssrkit.serve import stop_detached
+            from ssrkit.serving import stop_detached
 
             typer.echo(f"stopped server (process group {stop_detached(pid_file)})")
             return
         if checkpoint is None:
             raise ServeError("no checkpoint given")
         if refresh:
-            from ssrkit.serve import refresh_detached
+            from ssrkit.serving import refresh_detached
 
             _report(refresh_detached(pid_file, checkpoint, strategy), json_output)
             return
@@ -106,7 +108,7 @@ def serve(
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
-    from ssrkit.serve import ServeError
+    from ssrkit.serving import ServeError
 
     out = {}
     for pair in pairs:
@@ -120,10 +122,12 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[str], command: str, vllm_args: str,
            env: dict[str, str], strategy: str, timeout: float, log: Optional[Path], detach: bool, pid_file: Path,
            json_output: bool, lora_keep: int = 1) -> None:
-    from ssrkit.serve import PolicyServer, ServeConfig, record_detached
+    from ssrkit.serving import PolicyServer, ServeConfig
+    from ssrkit.serving.detached import default_log_file
+    from ssrkit.serving.run import run_server
 
     if detach and log is None:
-        log = Path(f"vllm-{port}.log")
+        log = default_log_file(port)
     config = ServeConfig(
         command=shlex.split(command),
         host=host,
@@ -143,77 +147,36 @@ def _start(checkpoint: Path, port: int, host: str, served_model_name: Optional[s
                    "staleness", err=True)
     if not detach:  # installed before the ready line: a `kill` right after it stops the server like Ctrl-C does
         signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        server.start(str(checkpoint))
-        assert server.process is not None
-        _report(server, json_output)
-        if detach:
-            record_detached(server, pid_file)
-            return
-        code = server.process.wait()
-    except KeyboardInterrupt:
-        server.stop()
-        return
-    server.stop()
-    typer.echo(f"error: server exited with code {code}", err=True)
-    raise typer.Exit(1)
-
-
-def _gpu(i: int) -> str:
-    """The i-th GPU this process may use (the i-th entry of CUDA_VISIBLE_DEVICES when it is set)."""
-    import os
-
-    visible = [g.strip() for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
-    return visible[i % len(visible)] if visible else str(i)
+    code = run_server(server, checkpoint, pid_file if detach else None, lambda s: _report(s, json_output))
+    if code is not None:
+        typer.echo(f"error: server exited with code {code}", err=True)
+        raise typer.Exit(1)
 
 
 def _replicas(n: int, checkpoint: Optional[Path], port: int, host: str, served_model_name: Optional[str],
               command: str, vllm_args: str, strategy: Optional[str], timeout: float, detach: bool, stop: bool,
               refresh: bool, json_output: bool) -> None:
     """N servers of one checkpoint on ports port..port+N-1, server i on GPU i; --stop/--refresh all of them."""
-    from ssrkit.serve import PolicyServer, ServeConfig, ServeError, record_detached, refresh_detached, stop_detached
+    from ssrkit.serving import ServeConfig, ServeError
+    from ssrkit.serving.replicas import refresh_replicas, replica_servers, stop_replicas
+    from ssrkit.serving.run import run_replicas
 
-    ports = [port + i for i in range(n)]
     if stop:
-        for p in ports:
-            typer.echo(f"stopped server (process group {stop_detached(Path(f'vllm-{p}.pid'))})")
+        stop_replicas(port, n, lambda pgid: typer.echo(f"stopped server (process group {pgid})"))
         return
     if checkpoint is None:
         raise ServeError("no checkpoint given")
     if refresh:
-        servers = [refresh_detached(Path(f"vllm-{p}.pid"), checkpoint, strategy) for p in ports]
-        _report_all(servers, json_output)
+        _report_all(refresh_replicas(port, n, checkpoint, strategy), json_output)
         return
-    servers = [PolicyServer(ServeConfig(command=shlex.split(command), host=host, port=p, args=shlex.split(vllm_args),
-                                        served_model_name=served_model_name, strategy=strategy or "restart",
-                                        ready_timeout=timeout, log_file=Path(f"vllm-{p}.log") if detach else None,
-                                        env={"CUDA_VISIBLE_DEVICES": _gpu(i)}))
-               for i, p in enumerate(ports)]
+    base = ServeConfig(command=shlex.split(command), host=host, port=port, args=shlex.split(vllm_args),
+                       served_model_name=served_model_name, strategy=strategy or "restart", ready_timeout=timeout)
+    servers = replica_servers(base, n, detach)
     if not detach:
         signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        for s in servers:  # all of them load at once; then wait for each
-            s.start(str(checkpoint), wait=False)
-        for s in servers:
-            s.wait_ready()
-        _report_all(servers, json_output)
-        if detach:
-            for s, p in zip(servers, ports):
-                record_detached(s, Path(f"vllm-{p}.pid"))
-            return
-        while all(s.process is not None and s.process.poll() is None for s in servers):
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    except BaseException:
-        for s in servers:
-            s.stop()
-        raise
-    dead = [s for s in servers if s.process is not None and s.process.poll() is not None]
-    for s in servers:
-        s.stop()
-    if dead and not detach:
-        typer.echo(f"error: the server on port {dead[0].config.port} exited", err=True)
+    dead = run_replicas(servers, checkpoint, detach, lambda ready: _report_all(ready, json_output))
+    if dead is not None and not detach:
+        typer.echo(f"error: the server on port {dead.config.port} exited", err=True)
         raise typer.Exit(1)
 
 
@@ -229,7 +192,7 @@ def _report_all(servers: list["PolicyServer"], json_output: bool) -> None:
 
 
 def _versioned(checkpoint: Path) -> bool:
-    from ssrkit.serve import policy_of
+    from ssrkit.serving import policy_of
 
     return policy_of(checkpoint) is not None
 

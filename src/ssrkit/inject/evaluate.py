@@ -43,7 +43,7 @@ from ..sandbox.git import GIT_IDENTITY
 from ..store.source import RepoSource
 from ..testrun import PASSED, SKIPPED, run_parser, run_tests
 from ..verdict import pyast
-from ..units import path_mapping, relabel_bytes
+from ..executor.units import path_mapping, relabel_bytes
 from ..validate import Settings, Validator, write_report
 from .candidates import AGENT, REUSED, VALID, Candidate, Outcome, RepoView, cost_rank, listing, tail
 from .runner import PYTEST, locate_test

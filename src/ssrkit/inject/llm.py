@@ -36,7 +36,7 @@ from ..sandbox import SandboxOptions, backend_from_config
 from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
 from ..store.source import RepoSource, head_commit
-from ..units import path_mapping, relabel_bytes, scratch_for
+from ..executor.units import path_mapping, relabel_bytes, scratch_for
 from ..validate import Settings, Validator
 from .summary import Injection, InjectReport, StrategyStats
 
@@ -334,7 +334,7 @@ def inject_llm(
     exclude_tests = [str(t) for t in (config.get("inject", "exclude_tests") or [])]  # the repository's profile
     stats: dict[str, StrategyStats] = {}
     from ..executor import LocalExecutor, run_units
-    from ..sandbox.base import environment_key
+    from ..sandbox.env import environment_key
     from ..validate import ValidatorSpec
 
     ex = executor or LocalExecutor(max(1, min(jobs, n)))

@@ -114,25 +114,28 @@ def build_report(run: Path, learning: bool = True) -> dict[str, Any]:
 
 def continuous_summary(run: Path) -> dict[str, Any] | None:
     """`train --follow`'s steps (RUN/follow/steps.jsonl) and their totals; None when nothing follows the run.
-    trainer_idle: the share of the follower's time spent waiting for data."""
-    steps = read_steps_log(run)
-    if not steps:
+    A follower that settled groups without a step yet (every rollout dropped, or none trainable) has a summary
+    with no steps, so that the report says so. trainer_idle: the share of the follower's time spent waiting for
+    data (None before the first step)."""
+    steps, ledger = read_steps_log(run), read_ledger(run)
+    if not steps and not ledger:
         return None
-    pending = pending_drops(read_ledger(run))  # dropped since the last step: in no metrics line yet
+    pending = pending_drops(ledger)  # dropped since the last step: in no metrics line yet
     staleness: Counter = Counter()
     for s in steps:
         staleness.update(s.get("staleness") or {})
-    elapsed = max(float(steps[-1].get("elapsed_s") or 0), 1e-9)
+    elapsed = max(float(steps[-1].get("elapsed_s") or 0), 1e-9) if steps else 0.0
     busy = sum(float(s.get(k) or 0) for s in steps for k in ("step_s", "save_s", "refresh_s"))
     return {"steps": steps, "totals": {
         "steps": len(steps), "trained": sum(int(s.get("rollouts") or 0) for s in steps),
+        "groups": len({g for line in ledger for g in line.get("groups", [])}),
         "dropped": {r: sum(int((s.get("dropped") or {}).get(r, 0)) for s in steps) + pending.get(r, 0)
                     for r in DROP_REASONS},
         "staleness": dict(sorted(staleness.items())),
         "wait_s": round(sum(float(s.get("wait_s") or 0) for s in steps), 3),
         "producer_wait_s": round(sum(float(s.get("producer_wait_s") or 0) for s in steps), 3),
-        "rollouts_per_hour": steps[-1].get("rollouts_per_hour", 0.0),
-        "trainer_idle": round(max(0.0, 1 - busy / elapsed), 4),
+        "rollouts_per_hour": steps[-1].get("rollouts_per_hour", 0.0) if steps else 0.0,
+        "trainer_idle": round(max(0.0, 1 - busy / elapsed), 4) if steps else None,
     }}
 
 

@@ -5,8 +5,8 @@ Backends: `local` (`sandbox/local.py`: a RAM workspace, bubblewrap isolation whe
 """
 
 from ._cleanup import Interrupted, install_signal_handlers, stopped
-from .base import (PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, SandboxOptions, environment_key,
-                   sanitized_env)
+from .base import PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, SandboxOptions
+from .env import environment_key, sanitized_env
 
 __all__ = ["PRISTINE", "ExecResult", "FileTooLargeError", "Interrupted", "Limits", "Sandbox", "SandboxOptions",
            "backend_from_config", "docker_available", "environment_key", "fingerprint", "install_signal_handlers",

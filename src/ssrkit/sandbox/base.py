@@ -8,11 +8,6 @@ sandbox knows nothing about artifacts: callers apply patches and run scripts.
 from __future__ import annotations
 
 import errno
-import glob
-import hashlib
-import os
-import re
-import secrets
 import shlex
 import threading
 from abc import ABC, abstractmethod
@@ -21,8 +16,9 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
-from ..verdict.output import OutputCapture, truncate_middle  # noqa: F401 - the backends keep output with these
-from .git import GIT_IDENTITY
+from .applies import Applies, patch_error
+from .capture import OutputCapture
+from .git import fresh_history_command
 
 if TYPE_CHECKING:
     from ..store.config import Config
@@ -279,115 +275,3 @@ class Sandbox(ABC):
         res = self.run(fresh_history_command(message), timeout=timeout)
         if not res.ok:
             raise PatchError(f"could not create a fresh git history: {res.output.strip()[:300]}")
-
-
-def fresh_history_command(message: str) -> str:
-    """The command behind `Sandbox.fresh_history`, to chain with others in one command. No template: its
-    sample hooks are never run, and copying them was a fifth of the command's time. Its objects are stored
-    without compression (the same objects, ids and history; a quarter less time on a real repository, where
-    `git add` hashes every file), and only for these two commands: nothing is written to the config."""
-    store = "-c core.compression=0 -c core.looseCompression=0"
-    return (f"rm -rf .git && git init -q --template= && git {store} add -A . && "
-            f"git {store} {GIT_IDENTITY} "
-            f"commit -q --no-verify -m {shlex.quote(message)}")
-
-
-class Applies:
-    """`git apply` of several diffs chained in front of a command: the applies' output goes to a scratch
-    file and is printed, after a random tag line naming the diff, only when one fails (the command then does
-    not run), so a command's output is its own; `check` turns a failure into PatchError naming the diff."""
-
-    def __init__(self, sandbox: Sandbox, diffs: Sequence[tuple[str, str]], *, stem: str = "ssrkit-apply",
-                 checks: Sequence[tuple[str, str]] = ()) -> None:
-        todo = [(label, diff, False) for label, diff in diffs if diff.strip()]
-        todo += [(label, diff, True) for label, diff in checks if diff.strip()]
-        self.labels = [label for label, _, _ in todo]
-        self.tag = f"ssrkit-apply-failed-{secrets.token_hex(8)}"
-        err = shlex.quote(sandbox.scratch_path(f"{stem}.err"))
-        self.steps = [f"{sandbox.patch_command(diff, f'{stem}-{i}.diff', check=check)} >{err} 2>&1 || "
-                      f"{{ echo {self.tag}:{i}; cat {err}; exit 1; }}" for i, (_, diff, check) in enumerate(todo)]
-
-    def command(self, then: str) -> str:
-        return "; ".join([*self.steps, then])
-
-    def failure(self, output: str) -> tuple[str, str] | None:
-        """(label, what git said) of the diff that failed, when `output` (of `command`) says one did."""
-        if self.steps and output.startswith(self.tag + ":"):
-            head, _, rest = output.partition("\n")
-            return self.labels[int(head.rsplit(":", 1)[1])], rest
-        return None
-
-    def check(self, output: str) -> None:
-        """Raise PatchError (naming the diff, file and hunk) when `output` says an apply failed."""
-        failed = self.failure(output)
-        if failed is not None:
-            raise patch_error(*failed)
-
-
-def patch_error(label: str, said: str) -> PatchError:
-    """The PatchError for the diff `label` that git would not apply (`said`: git's words); `.label` names it."""
-    err = PatchError(explain_apply_error(said, label))
-    err.label = label  # type: ignore[attr-defined]
-    return err
-
-
-# -- environment sanitizing -------------------------------------------------------------------------
-
-_SECRET = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|SIGNATURE|CERT_PASS)", re.I
-)
-_SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_", "AZURE_", "GOOGLE_", "GCP_", "HF_", "HUGGING",
-                    "GITHUB_", "GH_", "GITLAB_", "WANDB_", "SSH_", "GPG_", "DOCKER_", "KUBE", "NPM_",
-                    "PYPI_", "TWINE_", "VLLM_API", "SSRKIT_API")
-_KEEP = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH",
-         "PYTHONHOME", "LD_LIBRARY_PATH", "JAVA_HOME", "GOPATH", "GOROOT", "CARGO_HOME", "RUSTUP_HOME")
-
-
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return bool(_SECRET.search(upper)) or upper.startswith(_SECRET_PREFIXES)
-
-
-def sanitized_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The user's toolchain without their secrets: PATH, locale and virtualenv survive; keys do not."""
-    base = os.environ if base is None else base
-    env = {k: v for k, v in base.items() if (k in _KEEP or k.startswith("LC_")) and not is_secret_name(k)}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.setdefault("LANG", "C.UTF-8")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env["PIP_NO_INPUT"] = "1"
-    for k, v in (extra or {}).items():
-        if is_secret_name(k):
-            continue  # a secret never reaches a sandbox, even when asked for explicitly
-        env[k] = v
-    return env
-
-
-def environment_key(options: "SandboxOptions") -> str:
-    """A cheap key of what a sandbox's commands run with besides the repository: the variables it passes on
-    (`sanitized_env`), its limits and setup command, and the state of each virtualenv or conda environment
-    those variables name (the mtime of its site-packages changes with every install and uninstall). Two runs
-    of the same tests on the same repository state agree only under the same key: the original-code run
-    cached with a virtualenv active is no answer without it."""
-    env = sanitized_env(extra=options.env)
-    h = hashlib.sha256()
-    h.update(repr((sorted(env.items()), options.limits, options.setup)).encode("utf-8", "surrogateescape"))
-    prefixes = [env.get("VIRTUAL_ENV", ""), env.get("CONDA_PREFIX", "")]
-    prefixes += [os.path.dirname(p) for p in env.get("PATH", "").split(":") if os.path.basename(p) == "bin"]
-    for prefix in dict.fromkeys(p for p in prefixes if p and os.path.isabs(p)):
-        for sp in sorted(glob.glob(os.path.join(prefix, "lib", "python*", "site-packages"))):
-            try:
-                h.update(f"{sp} {os.stat(sp).st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-            except OSError:
-                pass
-    return h.hexdigest()[:16]
-
-
-TIMEOUT_EXIT_CODE = 124
-
-
-def decode_output(data: bytes) -> str:
-    """Command output as text: UTF-8, undecodable bytes replaced."""
-    return data.decode("utf-8", errors="replace")

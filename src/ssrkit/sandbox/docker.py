@@ -42,17 +42,9 @@ from ..errors import SandboxError
 from ..store.source import DEFAULT_WORKDIR
 from . import _cleanup
 from . import _tree as _tree_mod
-from .base import (
-    PRISTINE,
-    TIMEOUT_EXIT_CODE,
-    ExecResult,
-    FileTooLargeError,
-    OutputCapture,
-    Sandbox,
-    SandboxOptions,
-    decode_output,
-    is_secret_name,
-)
+from .base import PRISTINE, ExecResult, FileTooLargeError, Sandbox, SandboxOptions
+from .capture import TIMEOUT_EXIT_CODE, OutputCapture, decode_output
+from .env import is_secret_name
 
 log = logging.getLogger("ssrkit.sandbox")
 

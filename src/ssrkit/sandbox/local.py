@@ -86,19 +86,9 @@ from ._prestart import Ahead, Prestarted
 from ._procfs import stat_fields
 from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
-from .base import (
-    PRISTINE,
-    TIMEOUT_EXIT_CODE,
-    ExecResult,
-    FileTooLargeError,
-    Limits,
-    OutputCapture,
-    Sandbox,
-    SandboxOptions,
-    decode_output,
-    is_secret_name,
-    sanitized_env,
-)
+from .base import PRISTINE, ExecResult, FileTooLargeError, Limits, Sandbox, SandboxOptions
+from .capture import TIMEOUT_EXIT_CODE, OutputCapture, decode_output
+from .env import is_secret_name, sanitized_env
 
 log = logging.getLogger("ssrkit.sandbox")
 

@@ -23,7 +23,7 @@ from ..store.config import Config
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, open_sandbox
 from .solvers import SolveContext, Solver
 from ..store.source import RepoSource
-from ..units import path_mapping, relabel_bytes
+from ..executor.units import path_mapping, relabel_bytes
 from ..verdict.judge import Expectations
 from .sandbox import prepare_solver_sandbox, solver_diff, task_diff
 

@@ -51,7 +51,8 @@ from .. import patch as patches
 from ..store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact
 from ..store.config import Config
 from ..errors import PatchError, SsrkitError
-from ..sandbox.base import PRISTINE, Sandbox, fresh_history_command
+from ..sandbox.base import PRISTINE, Sandbox
+from ..sandbox.git import fresh_history_command
 from ..testrun import TEST_TIMEOUT, run_tests
 from ..text import clip
 from ..validate.settings import Settings as ValidateSettings

@@ -34,7 +34,7 @@ from ..verdict.patterns import matches
 from ..sandbox import PRISTINE, Sandbox, SandboxOptions
 from ..store.attempts import any_complete, completed_attempts, read_eval, read_fix
 from ..store.source import RepoSource
-from ..units import path_mapping, scratch_for
+from ..executor.units import path_mapping, scratch_for
 
 if TYPE_CHECKING:
     from ..executor import Executor

@@ -23,7 +23,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
 from transformers import AutoTokenizer
 
 from ssrkit.store import follow as store
@@ -35,9 +34,9 @@ from ssrkit.train.batching import collate_rows
 from ssrkit.train.config import ROLES, TrainConfig, write_config
 from ssrkit.train.errors import TrainError
 from ssrkit.train.examples import build_examples
-from ssrkit.train.loop import forward_logprobs, load_models, make_accelerator
-from ssrkit.train.loss import LossOptions, grpo_token_loss
-from ssrkit.train.metrics import STAT_KEYS, step_record
+from ssrkit.train.loop import grpo_step, load_models, make_accelerator, warmup_lr
+from ssrkit.train.loss import LossOptions
+from ssrkit.train.metrics import step_record
 from ssrkit.train.stream import Batch, scan_run, select_batch
 
 log = logging.getLogger("ssrkit.train")
@@ -162,41 +161,21 @@ def _reason(why: str) -> str:
 
 def optimizer_step(f: Follower, model: Any, optimizer: Any, accelerator: Any, ref_model: Any, trim: bool,
                    examples: list, pad_id: int) -> dict[str, Any]:
-    """One update over every row of the batch: the loss is the sum of per-token losses over the batch's trained
-    tokens, divided by their number (as `loop.train`'s steps), accumulated micro-batch by micro-batch."""
+    """One update over every row of the batch (`loop.grpo_step`, as `loop.train`'s steps): the batch's micro-batches
+    are one accumulation, so the loss is the sum of per-token losses over its trained tokens, divided by their
+    number. Its size varies from step to step, so the accumulation is set for each."""
     cfg, started = f.cfg, time.perf_counter()
     size = cfg.micro_batch_size
     batches = [collate_rows(list(range(k, min(k + size, len(examples)))), examples, pad_id)
                for k in range(0, len(examples), size)]
-    tokens = max(float(sum(int(b["loss_mask"].sum()) for b in batches)), 1.0)
+    accelerator.gradient_accumulation_steps, accelerator.step = len(batches), 0  # the boundary: the last batch
     options = LossOptions(cfg.epsilon_low, cfg.epsilon_high, "current" if cfg.old_logprobs == "initial"
                           else cfg.old_logprobs, cfg.is_correction, cfg.is_cap, cfg.kl_coef)
-    lr = cfg.lr * min(1.0, (f.step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-    for group in optimizer.param_groups:
-        group["lr"] = lr
-    sums = torch.zeros(len(STAT_KEYS), dtype=torch.float64, device=accelerator.device)
-    for batch in batches:
-        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-        logp = forward_logprobs(model, batch, trim)
-        ref_logp = None
-        if ref_model is not None:
-            with torch.no_grad():
-                ref_logp = forward_logprobs(ref_model, batch, trim)
-        loss_sum, stats = grpo_token_loss(logp, batch["advantages"], batch["loss_mask"], batch["sampler_logprobs"],
-                                          ref_logp, options, None)
-        accelerator.backward(loss_sum / tokens)
-        row_tokens = batch["loss_mask"].sum(dim=1).double()
-        stats.update({"total_tokens": batch["attention_mask"].sum().double(),
-                      "adv_sum": (batch["advantages"].double() * row_tokens).sum(),
-                      "adv_sq_sum": (batch["advantages"].double() ** 2 * row_tokens).sum(),
-                      "rows": (row_tokens > 0).double().sum()})
-        sums += torch.stack([stats[k].detach().double() for k in STAT_KEYS])
-    max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-    grad_norm = accelerator.clip_grad_norm_(model.parameters(), max_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return step_record(dict(zip(STAT_KEYS, sums.tolist())), step=f.step + 1, epoch=1, lr=lr, kl_coef=cfg.kl_coef,
-                       grad_norm=grad_norm, seconds=time.perf_counter() - started, device=accelerator.device)
+    lr = warmup_lr(cfg, f.step)
+    stats, grad_norm = grpo_step(model, optimizer, accelerator, ref_model, batches, options, lr, cfg.max_grad_norm,
+                                 trim, use_initial=False)
+    return step_record(stats, step=f.step + 1, epoch=1, lr=lr, kl_coef=cfg.kl_coef, grad_norm=grad_norm,
+                       seconds=time.perf_counter() - started, device=accelerator.device)
 
 
 def commit(f: Follower, accelerator: Any, model: Any, tokenizer: Any, line: dict[str, Any],
@@ -316,8 +295,10 @@ def _one_step(f: Follower, batch: Batch, wait_s: float, parts: tuple, on_event: 
                                     "trained": [], "baselines": f.baselines})
         f.settled.update(line["groups"])
         f.pending.update(reasons)
-        log.info("dropped %d rollouts without a step (%s)", len(line["dropped"]),
-                 ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        said = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+        log.info("%d complete group(s) settled without a step: %s", len(line["groups"]),
+                 f"{len(line['dropped'])} rollouts dropped ({said})" if line["dropped"]
+                 else "they hold no rewarded trajectory (e.g. injections that ended without submitting a bug)")
         return
     reasons, f.pending = reasons + f.pending, Counter()
     unknown = sum(1 for t in line["trained"] if t["staleness"] is None)

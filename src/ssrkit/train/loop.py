@@ -313,6 +313,72 @@ def initial_logprobs(
     return out
 
 
+def warmup_lr(cfg: TrainConfig, step: int) -> float:
+    """The learning rate of optimizer step `step` (0-based): linear warm-up over --warmup-steps, then --lr."""
+    return cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
+
+
+def grpo_step(
+    model: Any,
+    optimizer: Any,
+    accelerator: Accelerator,
+    ref_model: Any,
+    batches: Sequence[dict[str, torch.Tensor]],
+    loss_options: LossOptions,
+    lr: float,
+    max_grad_norm: float,
+    trim: bool,
+    use_initial: bool,
+) -> tuple[dict[str, float], Any]:
+    """One optimizer step over `batches`, this process's micro-batches of the step: forward, GRPO loss, backward,
+    clip, step. Accelerate's accumulation boundary must fall on the last of them (`train`: --grad-accum
+    micro-batches a step; `follow`: as many as the step's batch has). The one place an update is made, for
+    lock-step (`train`) and continuous (`follow`) training alike. Returns the step's statistics summed over
+    every process (`STAT_KEYS`) and the gradient norm before clipping."""
+    # the global count of trained tokens in this step: every process, every micro-batch
+    local_tokens = torch.tensor(float(sum(int(b["loss_mask"].sum()) for b in batches)), device=accelerator.device)
+    global_tokens = accelerator.reduce(local_tokens, reduction="sum").item()
+    scale = accelerator.num_processes * accelerator.gradient_accumulation_steps / max(global_tokens, 1.0)
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    grad_norm = None
+    sums = torch.zeros(len(STAT_KEYS), dtype=torch.float64, device=accelerator.device)
+    for batch in batches:
+        batch = {k: v.to(accelerator.device) for k, v in batch.items()}
+        with accelerator.accumulate(model):
+            logp = forward_logprobs(model, batch, trim)
+            ref_logp = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref_logp = forward_logprobs(ref_model, batch, trim)
+            loss_sum, stats = grpo_token_loss(
+                logp,
+                batch["advantages"],
+                batch["loss_mask"],
+                batch["sampler_logprobs"],
+                ref_logp,
+                loss_options,
+                batch["initial_logprobs"] if use_initial else None,
+            )
+            accelerator.backward(loss_sum * scale)
+            if accelerator.sync_gradients:
+                max_norm = max_grad_norm if max_grad_norm > 0 else float("inf")
+                grad_norm = accelerator.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        row_tokens = batch["loss_mask"].sum(dim=1).double()
+        stats.update(
+            {
+                "total_tokens": batch["attention_mask"].sum().double(),
+                "adv_sum": (batch["advantages"].double() * row_tokens).sum(),
+                "adv_sq_sum": (batch["advantages"].double() ** 2 * row_tokens).sum(),
+                "rows": (row_tokens > 0).double().sum(),
+            }
+        )
+        sums += torch.stack([stats[k].detach().double() for k in STAT_KEYS])
+    return dict(zip(STAT_KEYS, accelerator.reduce(sums, reduction="sum").tolist())), grad_norm
+
+
 StepHook = Callable[[int, dict[str, Any], Any, Accelerator], None]
 
 
@@ -445,57 +511,15 @@ def train(cfg: TrainConfig, artifacts: Sequence[Path], on_step: StepHook | None 
         metrics.truncate(after_step=start_step)  # drop records a stopped run wrote after its last saved state
     for step in range(start_step, len(plan)):
         started = time.perf_counter()
-        grad_norm = None
         batches = [
             collate_rows(mb, examples, pad_id, initial)
             for mb in local_micro_batches(plan[step], rank, world, cfg.micro_batch_size, cfg.grad_accum)
         ]
-        # the global count of trained tokens in this step: every process, every micro-batch
-        local_tokens = torch.tensor(float(sum(int(b["loss_mask"].sum()) for b in batches)), device=accelerator.device)
-        global_tokens = accelerator.reduce(local_tokens, reduction="sum").item()
-        scale = world * accelerator.gradient_accumulation_steps / max(global_tokens, 1.0)
-        lr = cfg.lr * min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else cfg.lr
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-
-        sums = torch.zeros(len(STAT_KEYS), dtype=torch.float64, device=accelerator.device)
-        for batch in batches:
-            batch = {k: v.to(accelerator.device) for k, v in batch.items()}
-            with accelerator.accumulate(model):
-                logp = forward_logprobs(model, batch, trim)
-                ref_logp = None
-                if ref_model is not None:
-                    with torch.no_grad():
-                        ref_logp = forward_logprobs(ref_model, batch, trim)
-                loss_sum, stats = grpo_token_loss(
-                    logp,
-                    batch["advantages"],
-                    batch["loss_mask"],
-                    batch["sampler_logprobs"],
-                    ref_logp,
-                    loss_options,
-                    batch["initial_logprobs"] if initial else None,
-                )
-                accelerator.backward(loss_sum * scale)
-                if accelerator.sync_gradients:
-                    max_norm = cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf")
-                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), max_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            row_tokens = batch["loss_mask"].sum(dim=1).double()
-            stats.update(
-                {
-                    "total_tokens": batch["attention_mask"].sum().double(),
-                    "adv_sum": (batch["advantages"].double() * row_tokens).sum(),
-                    "adv_sq_sum": (batch["advantages"].double() ** 2 * row_tokens).sum(),
-                    "rows": (row_tokens > 0).double().sum(),
-                }
-            )
-            sums += torch.stack([stats[k].detach().double() for k in STAT_KEYS])
+        lr = warmup_lr(cfg, step)
+        s, grad_norm = grpo_step(model, optimizer, accelerator, ref_model, batches, loss_options, lr,
+                                 cfg.max_grad_norm, trim, use_initial=bool(initial))
 
         # -- metrics -------------------------------------------------------------------------------------------
-        sums = accelerator.reduce(sums, reduction="sum").tolist()
-        s = dict(zip(STAT_KEYS, sums))
         seconds = time.perf_counter() - started
         total["tokens"] += s["total_tokens"]
         total["seconds"] += seconds

@@ -11,7 +11,7 @@ from ..store.artifact import ATTEMPTS, Artifact
 from ..executor import ArtifactRef, SourceRef, relabel
 from ..sandbox import SandboxOptions
 from ..store.source import RepoSource
-from ..units import path_mapping, scratch_for
+from ..executor.units import path_mapping, scratch_for
 from .engine import Report, Validator, previous_report, write_report
 
 if TYPE_CHECKING:

@@ -1,2 +1,0 @@
-"""Moved to ssrkit.solve.solvers (#27); this alias keeps the old import path working until step 7.2."""
-import sys; from ssrkit.solve import solvers as _moved; sys.modules[__name__] = _moved  # noqa

@@ -1,2 +1,0 @@
-"""Moved to ssrkit.store.source (#27); this alias keeps the old import path working until step 7.2."""
-import sys; from ssrkit.store import source as _moved; sys.modules[__name__] = _moved  # noqa
