@@ -131,13 +131,19 @@ def serve():
         s.stop()
 
 
+#: fixture -> the xdist group of every test that uses it. `ray_cluster`: one Ray cluster on this machine at a time (a
+#: test that starts Ray otherwise is marked `xdist_group("ray")` in its module). `offline_run` (tests/selfplay): a
+#: recipe round, made once per session, so once per worker: on one worker it is made once in the whole run.
+FIXTURE_GROUPS = {"ray_cluster": "ray", "offline_run": "offline-run"}
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups (`--dist loadgroup`)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test on `ray_cluster` runs on one xdist worker: one Ray cluster on this machine at a time (a test that
-    starts Ray otherwise is marked `xdist_group("ray")` in its module); fixtures/xdist_groups.py tells xdist."""
+    """The tests on a fixture of FIXTURE_GROUPS run on one xdist worker; fixtures/xdist_groups.py tells xdist."""
     for item in items:
-        if "ray_cluster" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        for fixture, group in FIXTURE_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
+                item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="module")

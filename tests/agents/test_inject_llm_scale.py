@@ -4,26 +4,20 @@ cluster on this machine, the model server reached from the nodes) writes the sam
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 from fixtures.agents import make_by_turn, tiny_injector_steps
-from fixtures.paths import SRC
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "ssrkit", *args], capture_output=True, text=True, env=env,
-                          timeout=600)
+from fixtures.cli import in_process
 
 
 def outcome(records: list[dict]) -> list[tuple]:
     return sorted((Path(r["path"]).name, r["id"], r["strategy"], r["exit_status"], r["valid"]) for r in records)
 
 
-def test_three_shards_equal_unsharded(tiny_repo, serve, tmp_path):
+def test_three_shards_equal_unsharded(tiny_repo, serve, tmp_path, capsys):
+    """In this process (fixtures.cli): what the shards inject together is the subject, not the interpreter."""
+    cli = partial(in_process, capsys)
     server = serve(make_by_turn(tiny_injector_steps))
     base = ["inject", str(tiny_repo), "--agent", "llm", "--base-url", server.base_url, "--model", "scripted-model",
             "--n", "4", "--strategy", "removal", "--json"]

@@ -96,11 +96,13 @@ def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
     from ssrkit.solve.solvers import make_solver
 
     names = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-amortization-partial-weaken"]
+    # one set of solved parents (validated and solved here, as the executor does not touch either step): both
+    # executors stack the same failed fixes, so any difference is the executor's
+    items = sample_items(example_repos, tmp_path / "parents", names)
+    validate_all(items, Validator(Settings(jobs=2)))
+    Engine(SolveOptions(jobs=2)).solve(items, make_solver("repair", partial=True), attempts=2)
     made = {}
     for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
-        items = sample_items(example_repos, tmp_path / label, names)
-        validate_all(items, Validator(Settings(jobs=2)))
-        Engine(SolveOptions(jobs=2)).solve(items, make_solver("repair", partial=True), attempts=2)
         with ex:
             outcomes = make_all(items, tmp_path / label / "higher", settings=GradeSettings(), executor=ex,
                                 sandbox=("auto", SandboxOptions()))

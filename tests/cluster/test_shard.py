@@ -43,7 +43,10 @@ def test_shards_partition_and_share():
             Shard.parse(bad)
 
 
-def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos, tmp_path):
+def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos, tmp_path, capsys):
+    """In this process (fixtures.cli): what the shards compute together is the subject, not the interpreter
+    (12 commands; test_executor_ray_without_the_extra_names_it keeps a subprocess)."""
+    cli = partial(in_process, capsys)
     runs = {}
     for label in ("whole", "sharded"):
         items = sample_items(example_repos, tmp_path / label, record_repo=True)
@@ -108,7 +111,8 @@ def test_executor_ray_without_the_extra_names_it(example_repos, tmp_path):
     assert not (items[0][0].path / "validation.json").exists()
 
 
-def test_procedural_inject_shards_take_disjoint_candidates(example_repos, tmp_path):
+def test_procedural_inject_shards_take_disjoint_candidates(example_repos, tmp_path, capsys):
+    cli = partial(in_process, capsys)  # in this process, as above
     found: dict[str, int] = {}
     for k in (1, 2, 3):
         out = tmp_path / f"shard-{k}"
