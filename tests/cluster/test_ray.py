@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.cluster import sample_items, verdict
+from fixtures.solving import TouchTheBuggyFile
 from fixtures.paths import SRC
 from fixtures.raycluster import node_args
 from ssrkit.executor import LocalExecutor
@@ -89,18 +90,17 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
 
 
 def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
-    from ssrkit.solve.grade import GradeSettings
-    from ssrkit.solve.higher_order import make_all
     from ssrkit.sandbox import SandboxOptions
     from ssrkit.solve import Engine, SolveOptions
-    from ssrkit.solve.solvers import make_solver
+    from ssrkit.solve.grade import GradeSettings
+    from ssrkit.solve.higher_order import make_all
 
     names = ["textkit/valid-two-files-acronym-and-default-filter", "ledger/valid-amortization-partial-weaken"]
     # one set of solved parents (validated and solved here, as the executor does not touch either step): both
     # executors stack the same failed fixes, so any difference is the executor's
     items = sample_items(example_repos, tmp_path / "parents", names)
     validate_all(items, Validator(Settings(jobs=2)))
-    Engine(SolveOptions(jobs=2)).solve(items, make_solver("repair", partial=True), attempts=2)
+    Engine(SolveOptions(jobs=2)).solve(items, TouchTheBuggyFile(), attempts=1)
     made = {}
     for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
         with ex:
@@ -109,9 +109,11 @@ def test_higher_order_same_as_local(ray_cluster, example_repos, tmp_path):
         made[label] = sorted((Path(o.parent).name, o.attempt, o.status, o.id) for o in outcomes)
     assert made["ray"] == made["local"]
     ids = [i for *_, i in made["ray"] if i]
+    assert len(ids) == len(names), made["ray"]  # each parent's failed fix became a higher-order bug, both ways
     for i in ids:
         assert (tmp_path / "ray" / "higher" / i / "bug_inject.diff").read_text() == \
                (tmp_path / "local" / "higher" / i / "bug_inject.diff").read_text()
+        assert "an attempt that fixes nothing" in (tmp_path / "ray" / "higher" / i / "bug_inject.diff").read_text()
 
 
 def test_worker_node_killed_mid_run_loses_nothing(ray_cluster, example_repos, local_verdicts, tmp_path):

@@ -15,8 +15,11 @@ import pytest
 from fixtures.cli import in_process
 from fixtures.cluster import SAMPLE, sample_items, verdict
 from fixtures.paths import SRC
+from fixtures.solving import TouchTheBuggyFile
 from ssrkit.errors import SsrkitError
+from ssrkit.store.artifact import Artifact
 from ssrkit.executor import Shard
+from ssrkit.solve import Engine, SolveOptions
 
 
 def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -63,6 +66,10 @@ def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos,
             res = cli("solve", str(root), "--solver", "repair", "--partial", "--attempts", "2", "--jobs", "2", "--json", *extra)
             assert res.returncode == 0, res.stderr
             solved += json.loads(res.stdout)
+        # a failed attempt whose fix changes code on every valid parent (the partial repair finds none here), so
+        # the shards of higher-order have something to stack
+        valid = [(Artifact(a.path), repo) for a, repo in items if Artifact(a.path).is_valid]
+        Engine(SolveOptions(jobs=2)).solve(valid, TouchTheBuggyFile(), attempts=3)
         for s in shards:
             extra = ["--shard", s] if s else []
             res = cli("higher-order", str(root), "--out", str(tmp_path / f"{label}-higher"), "--json", *extra)
@@ -80,6 +87,7 @@ def test_validate_solve_higher_order_three_shards_equal_unsharded(example_repos,
     assert sorted(map(key, whole[2])) == sorted(map(key, sharded[2]))
     made = sorted(p.name for p in (tmp_path / "whole-higher").iterdir() if not p.name.startswith("."))
     assert made == sorted(p.name for p in (tmp_path / "sharded-higher").iterdir() if not p.name.startswith("."))
+    assert len(made) >= 2, whole[2]
 
 
 def test_usage_errors_exit_2(example_repos, tmp_path, capsys):
