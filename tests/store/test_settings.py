@@ -100,9 +100,10 @@ def test_the_sandbox_keys_that_could_widen_it_are_not_settable(tmp_path, line):
 ])
 def test_a_wrong_type_is_one_line_naming_section_key_type_and_value(tmp_path, text, message):
     section = text[1:text.index("]")]
+    cfg = _config(tmp_path, text)
     with pytest.raises(SsrkitError) as e:
-        _readers()[section](_config(tmp_path, text))
-    assert str(e.value) == message
+        _readers()[section](cfg)
+    assert str(e.value) == f"{cfg.sources[-1]}: {message}"  # the file first, as for an unknown key
 
 
 def test_values_are_coerced_by_the_fields_type(tmp_path):

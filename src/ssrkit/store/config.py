@@ -259,12 +259,16 @@ def known_keys(section: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys))
 
 
+def config_source(cfg: Config) -> str:
+    """The file a setting came from, for errors (the last one read: the one a user wrote)."""
+    return next((s for s in reversed(cfg.sources) if s != "defaults"), "the configuration")
+
+
 def check_section(cfg: Config, section: str) -> dict[str, Any]:
     """`[section]` of `cfg` (keys with `-` read as `_`), or an error naming the unknown key, the closest known
     one and all of them."""
     table = cfg.data.get(section, {})
-    where = next((s for s in reversed(cfg.sources) if s != "defaults"), "the configuration")  # a profile's
-    # unknown keys never get here: `repo_profile` keeps only what it may set
+    where = config_source(cfg)  # a profile's unknown keys never get here: `repo_profile` keeps only what it may set
     if not isinstance(table, dict):
         raise SsrkitError(f"{where}: [{section}] must be a table")
     known = known_keys(section)
@@ -349,7 +353,7 @@ def load_settings(cls: type[T], cfg: Config | None, *, section: str | None = Non
         if sec not in tables:
             tables[sec] = check_section(cfg, sec)
         if name in tables[sec]:
-            values[name] = coerce(f"[{sec}] {name}", tables[sec][name], h.kind)
+            values[name] = coerce(f"{config_source(cfg)}: [{sec}] {name}", tables[sec][name], h.kind)
     for name, value in flags.items():
         if name not in helps:
             raise SsrkitError(f"unknown option {name} for {cls.__name__}")
