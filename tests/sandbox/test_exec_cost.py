@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import os
 import select
+import signal
 import sys
 import time
 
@@ -222,6 +223,23 @@ def test_the_tests_get_the_signals_and_exit_codes_of_a_command_of_their_own(open
     assert 0.3 <= run.seconds < 5
     killed = run_tests(sb, "echo core.add passed; kill -SEGV $$\n", PARSER, timeout=60)
     assert killed.exit_code == 128 + 11 and killed.statuses == {"core.add": "passed"}
+
+
+def test_the_tests_get_default_signals_even_when_ssrkit_ignores_them(opener, shared_repo):
+    """ssrkit started with `&` from a script (or in a pytest-xdist worker) ignores SIGINT and SIGQUIT; ignored
+    signals survive exec and a shell cannot un-ignore them, so without a reset in the spawned command the
+    repository's tests could not interrupt themselves (the first fresh-clone run of this stop failed so)."""
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        sb = opener(shared_repo)
+        script = ("python3 -c 'import signal, sys\n"
+                  "sys.exit(signal.getsignal(signal.SIGINT) is not signal.default_int_handler\n"
+                  "         or signal.getsignal(signal.SIGQUIT) != signal.SIG_DFL)' && echo core.add passed\n")
+        run = run_tests(sb, script, PARSER, timeout=60)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    assert run.statuses == {"core.add": "passed"}, (run.log, run.parse_error)
 
 
 def test_tests_that_signal_their_process_group_reach_nothing_of_the_run(opener, shared_repo):

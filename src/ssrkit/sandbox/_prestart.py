@@ -35,6 +35,21 @@ from typing import Callable, Mapping, Sequence
 
 from ._procfs import stat_fields
 
+
+def signals_as_alone() -> Callable[[], None] | None:
+    """What a command needs to start with SIGINT and SIGQUIT at their defaults, as from a terminal, when ssrkit
+    itself ignores them (started with `&` from a script, under nohup-like wrappers, in a pytest-xdist worker):
+    ignored signals survive exec, and a shell cannot un-ignore what it was started ignoring, so the repository's
+    tests would run unable to interrupt themselves. None (the fast spawn path) when nothing is ignored."""
+    ignored = [s for s in (signal.SIGINT, signal.SIGQUIT) if signal.getsignal(s) == signal.SIG_IGN]
+    if not ignored:
+        return None
+
+    def reset() -> None:  # in the child, before exec
+        for s in ignored:
+            signal.signal(s, signal.SIG_DFL)
+    return reset
+
 _F_SETPIPE_SZ = 1031
 #: the one thread that starts every waiting process. bubblewrap's `--die-with-parent` is a parent-death
 #: signal, and that fires when the *thread* that forked the process ends: a waiting sandbox started from a
@@ -84,7 +99,8 @@ class Prestarted:
         try:
             self.proc = subprocess.Popen([shell, "-c", body, "ssrkit-prestart", self.script, self.stdin,
                                           self.launcher, *procs_files], stdin=go_r, stdout=w, stderr=w, env={},
-                                         cwd="/", start_new_session=True, close_fds=True)
+                                         cwd="/", start_new_session=True, close_fds=True,
+                                         preexec_fn=signals_as_alone())
         except OSError:
             os.close(r)
             os.close(go_w)

@@ -82,7 +82,7 @@ from . import _cgroup, _cleanup
 from ._imports import import_roots
 from ._repo import junk_dirs, local_fingerprint, status_entries
 from ._overlay import OverlayWorkspace, overlay_available, sweep_mounts
-from ._prestart import Ahead, Prestarted
+from ._prestart import Ahead, Prestarted, signals_as_alone
 from ._procfs import stat_fields
 from ._etcview import EtcView
 from ._tree import Tree, Workspace, force_rmtree, prepare_copy
@@ -1125,7 +1125,7 @@ class LocalSandbox(Sandbox):
         start = time.monotonic()
         try:
             proc = subprocess.Popen(argv, stdin=stdin_f, stdout=w, stderr=w, env=env, cwd=cwd,
-                                    start_new_session=True, close_fds=True)
+                                    start_new_session=True, close_fds=True, preexec_fn=signals_as_alone())
         except OSError as e:
             os.close(r)
             raise SandboxError(f"could not start a command in the local sandbox: {e}") from None
