@@ -39,7 +39,25 @@ def local_numel(param):
     return param.numel()
 
 
+def keep_the_first_state(step, accelerator):
+    """With SHARDED_KEEP_STATE=DIR, copy what the run holds on disk once step 2 is under way (the sharded state
+    `save_every=1` wrote after step 1, its trainer_state.json, metrics.jsonl) into DIR: what a run stopped during
+    step 2 leaves behind, for the test to resume, without a second launch that stops after step 1. Every rank
+    finished writing its shards before step 2 began (`save_state` waits for all), and only the main process
+    removes out/state/, after this."""
+    keep = os.environ.get("SHARDED_KEEP_STATE")
+    if not keep or step != 2 or not accelerator.is_main_process:
+        return
+    import shutil
+
+    out = Path(sys.argv[2])
+    shutil.copytree(out / "state", Path(keep) / "state")
+    for name in ("trainer_state.json", "metrics.jsonl"):
+        shutil.copy2(out / name, Path(keep) / name)
+
+
 def record(step, metrics, model, accelerator):
+    keep_the_first_state(step, accelerator)
     params = list(model.parameters())
     info = {
         "rank": accelerator.process_index,

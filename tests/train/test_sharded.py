@@ -73,7 +73,8 @@ def arts(tmp_path_factory, tiny_tok):
     ]
 
 
-def launch(backend: str, knobs: dict, model: Path, out: Path, arts: list[Path]) -> list[dict]:
+def launch(backend: str, knobs: dict, model: Path, out: Path, arts: list[Path], keep: Path | None = None) -> list[dict]:
+    """`keep`: where the worker copies the state saved after step 1 (sharded_worker.keep_the_first_state)."""
     if backend == "zero3":
         pytest.importorskip("deepspeed", reason="DeepSpeed is not installed (pip install 'ssrkit[deepspeed]')")
     env = {
@@ -83,6 +84,7 @@ def launch(backend: str, knobs: dict, model: Path, out: Path, arts: list[Path]) 
         "OMP_NUM_THREADS": "1",
         "ACCELERATE_TORCH_DEVICE": "cpu",
         "DS_ACCELERATOR": "cpu",
+        **({"SHARDED_KEEP_STATE": str(keep)} if keep else {}),
     }
     cmd = [
         sys.executable,
@@ -124,8 +126,8 @@ def one_process(tied_model, arts, tmp_path_factory):
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_sharded_run_matches_one_process_and_resumes(backend, tied_model, arts, one_process, tmp_path):
-    full = tmp_path / "full"
-    ranks = launch(backend, KNOBS, tied_model, full, arts)
+    full, part = tmp_path / "full", tmp_path / "part"
+    ranks = launch(backend, KNOBS, tied_model, full, arts, keep=part)
     _, distributed_type, param_type = BACKENDS[backend]
     model_numel = sum(t.numel() for t in weights(tied_model).values())
     assert {r["rank"] for r in ranks} == {0, 1} and {r["step"] for r in ranks} == {1, 2}
@@ -144,13 +146,12 @@ def test_sharded_run_matches_one_process_and_resumes(backend, tied_model, arts, 
         assert ours["kl"] == pytest.approx(theirs["kl"], rel=1e-3, abs=1e-9)
     assert metrics(full)[1]["kl"] > 0  # the reference really is the frozen start, not the moving policy
 
-    # stop after step 1 with its sharded state on disk, then resume the full schedule: the same weights
-    part = tmp_path / "part"
-    launch(backend, {**KNOBS, "max_steps": 1, "keep_state": True}, tied_model, part, arts)
-    assert (part / "state").is_dir()
+    # a run stopped during step 2 (its sharded state from step 1 on disk, copied out of the full run) resumes the
+    # full schedule: the same weights, and the step-2 metrics line it had written is replaced, not doubled
+    assert (part / "state").is_dir() and not (part / "model.safetensors").exists()
     state = json.loads((part / "trainer_state.json").read_text())
-    state.update(done=False, step=1)
-    (part / "trainer_state.json").write_text(json.dumps(state))
+    assert state["step"] == 1 and not state["done"]
+    assert [m["step"] for m in metrics(part)] == [1, 2]
     launch(backend, {**KNOBS, "resume": True}, tied_model, part, arts)
     c = weights(part)
     for k in a:
