@@ -11,6 +11,7 @@ real backend code. Each rank records what it ran under, so the test can tell sha
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,20 @@ def record(step, metrics, model, accelerator):
     out.write_text(json.dumps(info))
 
 
+def skip_the_shm_inference_op():
+    """DeepSpeed's CPU accelerator compiles a shared-memory all-reduce (`deepspeed_shm_comm`) with ninja when its
+    backend starts: about 35 s on an idle 2-core box, more under load, and again for every new virtualenv path
+    (the build flags name it), so on every fresh clone. Only DeepSpeed's inference all-reduce calls that op;
+    ZeRO-3 training goes through torch.distributed (gloo here) with or without it. Marked unavailable, the
+    backend skips the build, as it does on any machine without a compiler."""
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true":
+        import deepspeed.ops
+
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 if __name__ == "__main__":
+    skip_the_shm_inference_op()
     config, out, *arts = sys.argv[1:]
     cfg = TrainConfig(**{**json.loads(config), "out": out})
     loop.train(cfg, [Path(a) for a in arts], on_step=record)
