@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.cluster import sample_items, verdict
-from fixtures.solving import TouchTheBuggyFile
+from fixtures.solving import TouchTheBuggyFile, copy_validated
 from fixtures.paths import SRC
 from fixtures.raycluster import node_args
 from ssrkit.executor import LocalExecutor
@@ -62,10 +62,13 @@ def test_solve_repair_same_attempts_as_local(ray_cluster, example_repos, tmp_pat
     from ssrkit.solve.solvers import make_solver
 
     names = ["textkit/valid-slug-truncate-off-by-one", "ledger/valid-journal-as-of-boundary"]
+    # validated once (the executor of solve does not touch it); each executor solves its own copies
+    parents = sample_items(example_repos, tmp_path / "parents", names)
+    validate_all(parents, Validator(Settings(jobs=2)))
     out = {}
     for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2))):
-        items = sample_items(example_repos, tmp_path / label, names)
-        validate_all(items, Validator(Settings(jobs=2)))
+        items = [(copy_validated(a, tmp_path / label / a.path.name), source) for a, source in parents]
+        assert all(a.is_valid for a, _ in items)
         with ex:
             engine = Engine(SolveOptions(jobs=2))
             records = engine.solve(items, make_solver("repair"), attempts=2, executor=ex)
