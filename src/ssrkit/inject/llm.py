@@ -33,6 +33,7 @@ from ..store import trajectory as trajectories
 from ..store.fsutil import own_dir
 from ..store.trajectory import SUBMITTED
 from ..sandbox import SandboxOptions, backend_from_config
+from ..sandbox import timeouts
 from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
 from ..store.source import RepoSource, head_commit
@@ -138,11 +139,11 @@ class InjectionRun:
             raise SsrkitError(f"unknown injection strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
         sub = sandbox.scratch_path(SUBMISSION_DIRNAME)
-        prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=60)
+        prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=timeouts.FEW_FILES)
         if not prep.ok:
             raise SsrkitError(f"could not create the submission directory {sub} in the sandbox: {prep.output[:300]}")
         if base_commit is None:
-            head = sandbox.run("git rev-parse HEAD", timeout=60)
+            head = sandbox.run("git rev-parse HEAD", timeout=timeouts.FEW_FILES)
             base_commit = head.output.strip() if head.ok else None
 
         self.system, self.task = injector_prompts(
