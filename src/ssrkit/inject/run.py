@@ -87,7 +87,7 @@ def _procedural(r: InjectRequest, cfg: Config, shard: Shard | None, watch: Watch
     if shard is not None:  # shard K makes its share of --n from the candidates of its shard (disjoint from others')
         n = shard.share(r.n)
         if n < 1:
-            raise SsrkitError(f"--n {n} split {shard.n} ways leaves shard {shard} nothing: raise --n")
+            raise SsrkitError(f"--n {r.n} split {shard.n} ways leaves shard {shard} nothing: raise --n")
     with executor_from_config(cfg, r.executor, r.ray_address, r.jobs or 1) as ex, watch("inject", n) as on_event:
         report = inject(r.source, r.out, n=n, jobs=r.jobs or 1, seed=r.seed, strategies=strategies, config=cfg,
                         backend=r.backend, options=options, cache=r.cache, max_tries=r.max_tries, shard=shard,
