@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from fixtures import repos
-from fixtures.recipe import PROFILE
+from fixtures.recipe import OFFLINE_ARGS, PROFILE, run_recipe
 from fixtures.scripted_server import ScriptedServer
 
 pytest_plugins = ["fixtures.sandboxes", "fixtures.solving", "fixtures.xdist_groups"]
@@ -157,7 +157,7 @@ def serve():
 
 
 #: fixture -> the xdist group of every test that uses it. `ray_cluster`: one Ray cluster on this machine at a time (a
-#: test that starts Ray otherwise is marked `xdist_group("ray")` in its module). `offline_run` (tests/selfplay): a
+#: test that starts Ray otherwise is marked `xdist_group("ray")` in its module). `offline_run` (tests/selfplay, runs): a
 #: recipe round, made once per session, so once per worker: on one worker it is made once in the whole run.
 FIXTURE_GROUPS = {"ray_cluster": "ray", "offline_run": "offline-run"}
 
@@ -169,6 +169,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture, group in FIXTURE_GROUPS.items():
             if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker("xdist_group"):
                 item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session")
+def offline_run(tmp_path_factory: pytest.TempPathFactory, calc_profile_repo: Path) -> Path:
+    """RUN after one offline round on the calc repository, through the recipe (tests/selfplay, tests/runs)."""
+    run = tmp_path_factory.mktemp("offline") / "run"
+    run_recipe(run, [calc_profile_repo], *OFFLINE_ARGS)
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -447,6 +447,39 @@ def test_mutation_imports_no_stage():
     assert up == []
 
 
+#: `timeout` defaults that bound a wait on a client, a process or a server, not a command in a sandbox
+WAITS = {("ssrkit.sandbox.docker", "client"), ("ssrkit.sandbox._guardian", "remove_cgroup"),
+         ("ssrkit.sandbox._cgroup", "kill_all"), ("ssrkit.sandbox.local", "_scan_kill"),
+         ("ssrkit.serving.process", "_http"), ("ssrkit.serving.nccl", "__init__"),
+         ("ssrkit.cli.serve", "serve")}  # --timeout: how long a server may take to be ready
+
+
+def _is_number(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+
+
+def test_housekeeping_timeouts_are_named_once():
+    """ssrkit's own commands in a sandbox (mkdir, git plumbing, snapshot copies) are bounded by the names of
+    sandbox/timeouts.py, never a number at the call or in a parameter's default (#27 step 5.5)."""
+    bad = []
+    for mod, path in MODULES.items():
+        if mod == "ssrkit.sandbox.timeouts":
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not (
+                    isinstance(node.func.value, ast.Name) and node.func.value.id == "subprocess"):
+                bad += [f"{mod}:{node.lineno}: {ast.unparse(node.func)}(timeout={ast.unparse(k.value)})"
+                        for k in node.keywords if k.arg == "timeout" and _is_number(k.value)
+                        and node.func.attr in ("run", "_exec_simple")]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (mod, node.name) not in WAITS:
+                args = [*node.args.posonlyargs, *node.args.args]
+                pairs = [*zip(args[len(args) - len(node.args.defaults):], node.args.defaults),
+                         *zip(node.args.kwonlyargs, node.args.kw_defaults)]
+                bad += [f"{mod}:{node.lineno}: def {node.name}(timeout={ast.unparse(d)})"
+                        for a, d in pairs if a.arg == "timeout" and _is_number(d)]
+    assert bad == [], "name it in ssrkit.sandbox.timeouts (or, for a client/process wait, add it to WAITS)"
+
+
 def _command_body_lines(fn: ast.FunctionDef) -> int:
     body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
     return body[-1].end_lineno - body[0].lineno + 1 if body else 0

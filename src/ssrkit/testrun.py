@@ -18,6 +18,7 @@ from typing import Sequence
 
 from .store.artifact import TEST_PARSER, TEST_SCRIPT
 from .errors import SandboxError
+from .sandbox import timeouts
 from .sandbox.base import PRISTINE, ExecResult, Sandbox
 from .sandbox.capture import TIMEOUT_EXIT_CODE, decode_output
 from .text import clip
@@ -156,7 +157,7 @@ def _parse_result(sandbox: Sandbox, exit_code: int, timed_out: bool, output: str
 def parser_stderr(sandbox: Sandbox) -> str:
     """The end (STDERR_TAIL bytes) of the last parse's stderr in `sandbox`."""
     try:
-        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=30)
+        tail = sandbox.run(f"tail -c {STDERR_TAIL} {sandbox.scratch_path(_ERR)}", timeout=timeouts.ONE_PATH)
     except SandboxError:
         return ""
     return tail.output if tail.ok else ""

@@ -17,9 +17,10 @@ from fixtures.scripted_server import bash, submit
 from ssrkit.agents import AgentConfig, ModelClient, ModelError, Trajectory, injector_prompts
 from ssrkit.store.artifact import CORE_FILES, Artifact
 from ssrkit.errors import SsrkitError
-from ssrkit.inject.llm import Thresholds, choose_strategy, run_llm_injection
+from ssrkit.inject.llm import choose_strategy, run_llm_injection
 from ssrkit.patch import touched_files
 from ssrkit.store.source import RepoSource
+from ssrkit.validate import Settings
 
 KEY = "sk-injector-secret-31337"
 
@@ -158,8 +159,8 @@ def test_strategy_is_sampled_from_the_mixture_and_recorded(serve, sandbox, tmp_p
 
 def test_prompts_carry_the_thresholds_and_the_rules():
     system, task = injector_prompts("history", submission_dir="/scratch/ssrkit_submission",
-                                    **vars(Thresholds(min_passing_tests=11, min_failing_tests=2,
-                                                      min_changed_files=3)),
+                                    **Settings(min_passing_tests=11, min_failing_tests=2,
+                                               min_changed_files=3).thresholds(),
                                     test_timeout=90, command_timeout=120, max_turns=50)
     assert "at least\n   11 of them" in task and "at least 2 of those tests" in task
     assert "at least 3 code file(s)" in task and "git log" in task

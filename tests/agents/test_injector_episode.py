@@ -47,6 +47,15 @@ def test_a_valid_injection_is_pending_until_its_solve_attempts_settle_it(tiny_re
     assert injector_group_rewards([r.info], {r.info["artifact"]: [True, True]}) == [injector_reward(True, 1.0)]
 
 
+def test_the_prompt_states_the_thresholds_the_validator_enforces(tiny_repo, tmp_path):
+    strict = Validator(Settings(cache=False, min_passing_tests=11, min_failing_tests=2), backend="local",
+                       options=SANDBOX)
+    with InjectorEpisode(RepoSource.local(tiny_repo), tmp_path / "inj", strategy="removal", seed=0,
+                         backend="local", options=SANDBOX, validator=strict) as ep:
+        task = ep.reset()[1]["content"]
+    assert "at least\n   11 of them" in task and "at least 2 of those tests" in task
+
+
 def test_an_injection_without_its_files_gets_minus_one_at_once(tiny_repo, tmp_path):
     with injection(tiny_repo, tmp_path / "inj") as ep:
         ep.reset()

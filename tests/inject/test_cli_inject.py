@@ -37,6 +37,7 @@ def test_inject_json(units_repo, tmp_path, local_backend_sandbox, capsys):
     (["--strategy", "typo"], "unknown strategy"),
     (["--agent", "llm"], "needs --base-url and --model (or base_url/model in [inject])"),
     (["--agent", "gpt"], "--agent 'gpt' is not available"),
+    (["--n", "2", "--shard", "3/3"], "--n 2 split 3 ways leaves shard 3/3 nothing: raise --n"),
 ])
 def test_inject_usage_errors(units_repo, tmp_path, capsys, args, message):
     code, _, err = run_cli(["inject", str(units_repo), "--out", str(tmp_path), *args], capsys)

@@ -63,7 +63,7 @@ NOT_RUN = [
     (r"--executor ray --ray-address auto$", "joins the Ray cluster `ray start` registered: "
      "tests/cluster/test_ray_address.py starts one and validates with --ray-address auto"),
     (r"^swebench eval ", "SWE-bench's harness builds images with docker buildx and pulls its base images; the "
-     "tests run its make_test_spec, grading and run_instance on the export (tests/selfplay/test_export.py)"),
+     "tests run its make_test_spec, grading and run_instance on the export (tests/runs/test_export.py)"),
     (r"^harbor run ", "Harbor's docker environment drives `docker compose` (the Compose v2 plugin), which no "
      "package registry this project uses provides; make test-harbor runs harbor lint on the export instead"),
     (r"^ssrkit image (base|build)", "needs a Docker engine (tests/sandbox/test_factory.py builds both)"),
@@ -216,7 +216,7 @@ def _check_task_repo(ws: Path, command: str, block: str) -> None:
 
 def _docker_build(ws: Path, command: str, block: str) -> None:
     """The image name comes out of tasks/tasks/<id>/task.yaml (the docs said tasks/ID, which is no file); the
-    build itself needs a Docker engine (tests/selfplay/test_export.py builds one task's image)."""
+    build itself needs a Docker engine (tests/runs/test_export.py builds one task's image)."""
     task = next((ws / "tasks" / "tasks").iterdir())
     name = re.search(r'"\$\((sed .*)\)" \S+$', command).group(1).replace("tasks/tasks/ID", f"tasks/tasks/{task.name}")
     res = sh(ws, name)

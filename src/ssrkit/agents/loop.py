@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar
 from ..errors import SsrkitError
 from ..store.config import Config, load_settings, setting
 from ..patch import unsafe_path_reason
+from ..sandbox import timeouts
 from ..sandbox.base import FileTooLargeError, Sandbox
 from .client import Completion, ContextLengthError, ModelClient, ModelError
 from .tools import FORMAT_HELP, FormatError, ToolCall, ToolError, apply_blocks, parse_tool_call, truncate
@@ -228,7 +229,7 @@ class Agent:
             existed = True
         parent = posixpath.dirname(path)
         if parent and not existed:
-            self.sandbox.run(f"mkdir -p -- {shlex.quote(parent)}", timeout=30)
+            self.sandbox.run(f"mkdir -p -- {shlex.quote(parent)}", timeout=timeouts.ONE_PATH)
         self._write(path, content)
         lines = content.count("\n")
         return f"{'Overwrote' if existed else 'Created'} {path} ({lines} line{'s' if lines != 1 else ''})."

@@ -20,6 +20,7 @@ from ..agents.loop import AgentConfig
 from ..store.artifact import Artifact
 from ..store.config import Config, load_config
 from ..errors import SsrkitError
+from ..executor import Shard, shard_items
 from ..store.source import DEFAULT_WORKDIR, RepoSource
 from ..testrun import TEST_TIMEOUT
 from ..text import MESSAGE_LIMIT, clip, printable, printable_json
@@ -170,6 +171,17 @@ def source_for(artifact: Artifact, explicit: RepoSource | None) -> RepoSource:
     if meta.repo.kind == "local" and not Path(meta.repo.path).is_dir():
         raise SsrkitError(f"{artifact.path}: its repository {meta.repo.path} does not exist; pass --repo PATH")
     return meta.repo
+
+
+def load_batch(found: list[Artifact], shard: Shard | None, repo: Optional[Path], image: Optional[str],
+               workdir: Optional[str], config: Optional[Path]) -> tuple[list[tuple[Artifact, RepoSource]], Config]:
+    """The artifacts a batch command works on: this `shard`'s of `found`, each with its repository (the flags',
+    else the one its artifact.toml records), and the configuration (`config`, then the ssrkit.toml of the
+    first artifact's repository when it is local)."""
+    explicit = explicit_source(repo, image, workdir)
+    items = [(a, source_for(a, explicit)) for a in shard_items(found, shard, lambda a: a.id)]
+    first = items[0][1] if items else None
+    return items, config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
 
 
 def safe(text: Any) -> str:

@@ -10,13 +10,13 @@ from rich.table import Table
 
 from ..store.artifact import find_artifacts
 from ..errors import SsrkitError
-from ..executor import Shard, executor_from_config, shard_items
+from ..executor import Shard, executor_from_config
 from ..solve.grade import GradeSettings
 from ..solve.higher_order import NO_CODE_CHANGE, check_out_dir, known_artifacts, make_all
 from ..sandbox import backend_from_config, sandbox_options
 from ..validate import Settings, Validator
 from .common import (BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt, RepoOpt, ShardOpt,
-                     WorkdirOpt, config_for, console, explicit_source, print_json, safe, source_for)
+                     WorkdirOpt, console, load_batch, print_json, safe)
 
 EPILOG = """
 [bold]Examples[/]
@@ -80,11 +80,7 @@ def higher_order(
     found = find_artifacts(artifacts)
     check_out_dir(out, found)
     made_before = known_artifacts(known or [], out)
-    found = shard_items(found, the_shard, lambda a: a.id)
-    explicit = explicit_source(repo, image, workdir)
-    items = [(a, source_for(a, explicit)) for a in found]
-    first = items[0][1] if items else None
-    cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
+    items, cfg = load_batch(found, the_shard, repo, image, workdir, config)
     be = backend_from_config(cfg, backend)
     options = sandbox_options(cfg)
     validator = Validator(Settings.from_config(cfg, jobs=jobs), backend=be, options=options)

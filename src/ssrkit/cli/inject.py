@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, List, Optional
+from typing import Annotated, Any, Callable, Iterator, List, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ..errors import SsrkitError
-from ..agents.endpoints import client_from_config
-from ..executor import Shard, executor_from_config
+from ..inject.run import InjectRequest, Watch, run as run_injection
 from ..inject.summary import InjectedArtifact, Injection, InjectReport
-from ..sandbox import sandbox_options
-from ..store.source import DEFAULT_WORKDIR, RepoSource, require_git_toplevel
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
-                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, one_repo, print_json)
-from .progress import progress
+                     TokenIdsOpt, WorkdirOpt, console, err_console, explicit_source, one_repo, print_json)
+from .progress import Ticker, progress
 
 EPILOG = """
 [bold]Examples[/]
@@ -45,10 +43,6 @@ already in --out from the same seed are reused; so are the valid ones of a run o
 
 Exit code: 0 when --n artifacts were written, 1 when fewer could be found, 2 on usage or environment errors.
 """
-
-#: the injectors `--agent` chooses from
-AGENTS = ("procedural", "llm")
-
 
 def inject(
     repo: Annotated[Optional[Path], typer.Argument(
@@ -106,102 +100,69 @@ def inject(
     repo = one_repo(repo, repo_opt, required=False)
     if (repo is None) == (image is None):
         raise SsrkitError("give a repository (a path, or --repo PATH) or --image NAME: exactly one")
-    source = RepoSource.local(repo) if repo is not None else RepoSource.from_image(image, workdir or DEFAULT_WORKDIR)
-    if source.kind == "local":
-        require_git_toplevel(Path(source.path), "repository", "inject works on the top of a git work tree (to make "
-                             "one of a plain directory: git init && git add -A && git commit -m base)")
-    if out.exists() and not out.is_dir():
-        raise SsrkitError(f"--out {out} is a file; give a directory (it is made if missing)")
-    if agent not in AGENTS:
-        raise SsrkitError(f"--agent {agent!r} is not available (available: {', '.join(sorted(AGENTS))})")
-    cfg = config_for(config, Path(source.path) if source.kind == "local" else None)
-    cfg.override("validate", timeout=timeout)
-    the_shard = Shard.parse(shard)
-    if agent == "llm":
-        if max_turns:
-            cfg.override("agent", max_turns=max_turns)
-        client = client_from_config(cfg, "inject", base_url=base_url, model=model, api_key_env=api_key_env,
-                                    temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
-        with executor_from_config(cfg, executor, ray_address, jobs or 1) as ex:
-            _inject_llm(source, out, cfg, n=n, jobs=jobs or 1, seed=seed, strategy=strategy, backend=backend,
-                        validate=not no_validate, as_json=as_json, client=client, executor=ex, shard=the_shard)
-        return
-    from ..inject.procedural import parse_strategies
-
-    strategies = parse_strategies(strategy or "expression,removal,history,combine")
-    kwargs: dict[str, Any] = dict(n=n, jobs=jobs or 1, seed=seed, strategies=strategies, config=cfg,
-                                  backend=backend, options=sandbox_options(cfg), cache=not no_cache,
-                                  max_tries=max_tries)
-    if the_shard is not None:
-        # shard K makes its share of --n from the candidates of its shard (disjoint from the others')
-        n = kwargs["n"] = the_shard.share(n)
-        kwargs["shard"] = the_shard
-        if n < 1:
-            raise SsrkitError(f"--n {n} split {the_shard.n} ways leaves shard {the_shard} nothing: raise --n")
-
-    with executor_from_config(cfg, executor, ray_address, jobs or 1) as ex:
-        _inject_procedural(source, out, n, kwargs | {"executor": ex}, as_json)
-
-
-def _inject_procedural(source: RepoSource, out: Path, n: int, kwargs: dict[str, Any], as_json: bool) -> None:
-    from ..inject.procedural import Event, inject as inject_procedural
-
+    request = InjectRequest(
+        explicit_source(repo, image, workdir), out, n=n, agent=agent, config=config, jobs=jobs, executor=executor,
+        ray_address=ray_address, shard=shard, seed=seed, strategy=strategy, timeout=timeout, backend=backend,
+        validate=not no_validate, max_tries=max_tries, cache=not no_cache, max_turns=max_turns,
+        model=dict(base_url=base_url, model=model, api_key_env=api_key_env, temperature=temperature,
+                   max_tokens=max_tokens, token_ids=token_ids))
+    report, n = run_injection(request, _watch(agent, as_json))
     if as_json:  # stdout is the JSON list alone; notes (an interrupted run's kept work too) go to stderr
-        def note(e: Event) -> None:
-            if e.kind == "note":
-                typer.echo(f"ssrkit inject: note: {e.message}", err=True)
-
-        report = inject_procedural(source, out, on_event=note, **kwargs)
         for line in report.diagnosis:
             typer.echo(f"ssrkit inject: {line}", err=True)
         print_json([a.to_dict() for a in report.artifacts])
-        raise typer.Exit(0 if report.written >= n else 1)
-
-    counts = {"tried": 0, "valid": 0}
-    with progress("inject", n, console, err_console) as ticker:
-
-        def on_event(e: Event) -> None:
-            if e.kind == "phase":
-                ticker.update(description=e.message)
-                return
-            if e.kind == "note":
-                ticker.note(e.message)
-                return
-            o = e.outcome
-            counts["tried"] += 1
-            counts["valid"] += bool(o and o.valid)
-            ticker.update(completed=min(n, counts["valid"]),
-                          description=f"{counts['tried']} tried, {counts['valid']} valid"
-                                      + (f" — {o.candidate.strategy}: {o.status}" if o else ""))
-
-        report = inject_procedural(source, out, on_event=on_event, **kwargs)
-    render(report, n, out)
-    raise typer.Exit(0 if report.written >= n else 1)
-
-
-def _inject_llm(source: RepoSource, out: Path, cfg: Any, *, n: int, jobs: int, seed: int, strategy: Optional[str],
-                backend: Optional[str], validate: bool, as_json: bool, client: Any, executor: Any,
-                shard: Optional[Shard]) -> None:
-    from ..inject.llm import inject_llm, parse_mixture
-
-    mixture = parse_mixture(strategy)
-    kwargs = dict(client=client, n=n, jobs=jobs, seed=seed, mixture=mixture, config=cfg, backend=backend,
-                  options=sandbox_options(cfg), validate=validate, executor=executor, shard=shard)
-    if shard is not None:
-        n = shard.share(n)
-    if as_json:
-        report = inject_llm(source, out, **kwargs)
-        print_json([r.to_dict() for r in report.artifacts])
-    else:
-        with progress("inject (llm)", n, console, err_console) as ticker:
-
-            def done(r: Injection) -> None:
-                verdict = "valid" if r.valid else ("invalid" if r.id else r.exit_status)
-                ticker.update(advance=1, description=f"{r.strategy}: {verdict}")
-
-            report = inject_llm(source, out, on_done=done, **kwargs)
+    elif agent == "llm":
         render_llm(report, out)
+    else:
+        render(report, n, out)
     raise typer.Exit(0 if report.written >= n else 1)
+
+
+def _watch(agent: str, as_json: bool) -> Watch:
+    """The progress of the injections: a bar or log lines (with --json: the notes alone, on stderr)."""
+
+    @contextmanager
+    def watch(label: str, n: int) -> Iterator[Callable[[Any], None] | None]:
+        if as_json:
+            yield _json_note if agent == "procedural" else None
+            return
+        with progress(label, n, console, err_console) as ticker:
+            yield _llm_ticks(ticker) if agent == "llm" else _procedural_ticks(ticker, n)
+
+    return watch
+
+
+def _json_note(e: Any) -> None:
+    if e.kind == "note":
+        typer.echo(f"ssrkit inject: note: {e.message}", err=True)
+
+
+def _procedural_ticks(ticker: Ticker, n: int) -> Callable[[Any], None]:
+    counts = {"tried": 0, "valid": 0}
+
+    def on_event(e: Any) -> None:
+        if e.kind == "phase":
+            ticker.update(description=e.message)
+            return
+        if e.kind == "note":
+            ticker.note(e.message)
+            return
+        o = e.outcome
+        counts["tried"] += 1
+        counts["valid"] += bool(o and o.valid)
+        ticker.update(completed=min(n, counts["valid"]),
+                      description=f"{counts['tried']} tried, {counts['valid']} valid"
+                                  + (f" — {o.candidate.strategy}: {o.status}" if o else ""))
+
+    return on_event
+
+
+def _llm_ticks(ticker: Ticker) -> Callable[[Injection], None]:
+    def done(r: Injection) -> None:
+        verdict = "valid" if r.valid else ("invalid" if r.id else r.exit_status)
+        ticker.update(advance=1, description=f"{r.strategy}: {verdict}")
+
+    return done
 
 
 def render_llm(report: InjectReport, out: Path) -> None:

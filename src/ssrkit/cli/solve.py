@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, List, Optional
+from typing import Annotated, Any, Callable, Iterator, List, Optional
 
 import typer
 from rich.table import Table
 
-from ..agents.endpoints import client_from_config
-from ..agents.loop import AgentConfig
 from ..store.artifact import Artifact, find_artifacts
 from ..store.attempts import attempt_records
 from ..errors import SsrkitError
-from ..executor import Shard, executor_from_config, shard_items
-from ..solve import Engine, SolveOptions, solvable
+from ..executor import Shard
+from ..solve import SolveOptions
 from ..solve.repair import DEFAULT_BUDGET_RUNS
-from ..solve.solvers import SOLVERS, make_solver
+from ..solve.run import SolveBatch, SolveRequest, Watch
+from ..solve.solvers import SOLVERS
 from ..store.source import RepoSource
 from ..store.trajectory import SUBMITTED
 from .common import (ApiKeyEnvOpt, BackendOpt, BaseUrlOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt,
                      MaxTokensOpt, MaxTurnsOpt, ModelOpt, RayAddressOpt, RepoOpt, ShardOpt, TemperatureOpt, TimeoutOpt,
-                     TokenIdsOpt, WorkdirOpt, config_for, console, err_console, explicit_source, print_json, safe,
-                     source_for)
+                     TokenIdsOpt, WorkdirOpt, console, err_console, load_batch, print_json, safe)
 from .progress import progress
 
 EPILOG = """
@@ -107,53 +106,37 @@ def solve(
     """
     if regrade and patch is not None:
         raise SsrkitError("give either --regrade or --patch, not both")
-    found = shard_items(find_artifacts(artifacts), Shard.parse(shard), lambda a: a.id)
-    explicit = explicit_source(repo, image, workdir)
-    items = [(a, source_for(a, explicit)) for a in found]
-    first = items[0][1] if items else None
-    cfg = config_for(config, Path(first.path) if first is not None and first.kind == "local" else None)
-    options = SolveOptions.from_config(cfg, backend=backend, jobs=jobs, timeout=timeout, seed=seed, attempts=attempts)
-    engine = Engine(options)
-    named_one = len(artifacts) == 1 and len(found) == 1 and found[0].path.resolve() == artifacts[0].resolve()
-    items, notes = solvable(items, strict=named_one or patch is not None)
-    for note in notes:
+    items, cfg = load_batch(find_artifacts(artifacts), Shard.parse(shard), repo, image, workdir, config)
+    named_one = len(artifacts) == 1 and len(items) == 1 and items[0][0].path.resolve() == artifacts[0].resolve()
+    batch = SolveBatch(items, cfg, SolveRequest(
+        solver, attempts=attempts, redo=redo, regrade=regrade, jobs=jobs, executor=executor,
+        ray_address=ray_address, timeout=timeout, seed=seed, backend=backend, max_turns=max_turns,
+        budget_runs=budget_runs, partial=partial,
+        model=dict(base_url=base_url, model=model, api_key_env=api_key_env, temperature=temperature,
+                   max_tokens=max_tokens, token_ids=token_ids)), strict=named_one or patch is not None)
+    for note in batch.notes:
         err_console.print(f"[yellow]{safe(note)}[/]", highlight=False)
-    if not items:  # a batch of artifacts that are all invalid: nothing to do (the notes say why)
+    if not batch.items:  # a batch of artifacts that are all invalid: nothing to do (the notes say why)
         if as_json:
             print_json([])
         else:
-            console.print(f"nothing to solve: none of the {len(found)} artifact(s) is valid")
+            console.print(f"nothing to solve: none of the {len(items)} artifact(s) is valid")
         return
-
     if patch is not None:
-        _grade_patch(engine, items, patch, as_json)
-
-    the_solver = None
-    if not regrade:
-        client = None
-        if solver == "llm":
-            client = client_from_config(cfg, "solve", base_url=base_url, model=model, api_key_env=api_key_env,
-                                        temperature=temperature, max_tokens=max_tokens, token_ids=token_ids)
-        the_solver = make_solver(solver, client=client, budget_runs=budget_runs, partial=partial,
-                                 agent=AgentConfig.from_config(cfg, max_turns=max_turns))
-    with executor_from_config(cfg, executor, ray_address, options.jobs) as ex:
-        if the_solver is None:
-            records = _with_progress(lambda cb: engine.regrade(items, on_done=cb, executor=ex), "regrade", as_json)
-        else:
-            records = _with_progress(lambda cb: engine.solve(items, the_solver, redo=redo, on_done=cb,
-                                                             executor=ex), f"solve ({solver})", as_json)
-    _render(records, as_json, items)
+        _grade_patch(batch, patch, as_json)
+    _render(batch.run(_watch(as_json)), as_json, batch.items)
 
 
-def _grade_patch(engine: Engine, items: list, patch: Path, as_json: bool) -> None:
+def _grade_patch(batch: SolveBatch, patch: Path, as_json: bool) -> None:
     """`--patch`: grade one diff (a file, or `-` for stdin) as a new attempt; the exit code is its verdict."""
-    if len(items) != 1:
-        raise SsrkitError(f"--patch grades one artifact; {len(items)} given")
+    if len(batch.items) != 1:
+        raise SsrkitError(f"--patch grades one artifact; {len(batch.items)} given")
     text = sys.stdin.read() if str(patch) == "-" else _read_patch(patch)
-    art, source = items[0]
-    record = engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
-    _render([record], as_json, items)
+    art, source = batch.items[0]
+    record = batch.engine.add_external(art, source, text, origin="-" if str(patch) == "-" else str(patch))
+    _render([record], as_json, batch.items)
     raise typer.Exit(0 if record["passed"] else 1)
+
 
 def _read_patch(path: Path) -> str:
     try:
@@ -164,15 +147,22 @@ def _read_patch(path: Path) -> str:
         raise SsrkitError(f"--patch {path} is a directory; give a diff file")
 
 
-def _with_progress(run, label: str, quiet: bool) -> list[dict[str, Any]]:
-    if quiet:
-        return run(None)
-    with progress(label, None, err_console, err_console) as ticker:
+def _watch(quiet: bool) -> Watch:
+    """The attempts' progress on stderr (a bar, or log lines); none with --json."""
 
-        def done(record: dict[str, Any]) -> None:
-            ticker.update(advance=1, description=f"{Path(record['artifact']).name}/{record['attempt']}")
+    @contextmanager
+    def watch(label: str) -> Iterator[Callable[[dict[str, Any]], None] | None]:
+        if quiet:
+            yield None
+            return
+        with progress(label, None, err_console, err_console) as ticker:
 
-        return run(done)
+            def done(record: dict[str, Any]) -> None:
+                ticker.update(advance=1, description=f"{Path(record['artifact']).name}/{record['attempt']}")
+
+            yield done
+
+    return watch
 
 
 def reason(record: dict[str, Any]) -> str:

@@ -9,12 +9,11 @@ import typer
 from rich.table import Table
 
 from ..store.artifact import Artifact, find_artifacts
-from ..executor import Shard, executor_from_config, shard_items
+from ..executor import Shard, executor_from_config
 from ..sandbox import backend_from_config, sandbox_options
 from ..validate import Settings, Validator, validate_all
 from .common import (STATUS_STYLE, BackendOpt, ConfigOpt, ExecutorOpt, ImageOpt, JobsOpt, JsonOpt, RayAddressOpt,
-                     RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, config_for, console, err_console, explicit_source,
-                     print_json, safe, source_for)
+                     RepoOpt, ShardOpt, TimeoutOpt, WorkdirOpt, console, err_console, load_batch, print_json, safe)
 from .progress import progress
 
 EPILOG = """
@@ -84,10 +83,7 @@ def validate(
 
     Static checks (files, diffs_parse, test_files_exist, weaken_scope, bug_scope, applies) run first; then the tests run in a sandbox (parser, original_passes, bug_breaks, weaken_hides, inverse_mutation). A check runs only if those it depends on passed, so the first failure is the one to fix.
     """
-    found = shard_items(find_artifacts(artifacts), Shard.parse(shard), lambda a: a.id)
-    explicit = explicit_source(repo, image, workdir)
-    items = [(a, source_for(a, explicit)) for a in found]
-    cfg = config_for(config, Path(items[0][1].path) if items and items[0][1].kind == "local" else None)
+    items, cfg = load_batch(find_artifacts(artifacts), Shard.parse(shard), repo, image, workdir, config)
     settings = Settings.from_config(cfg, timeout=timeout, flaky_runs=flaky_runs, min_passing_tests=min_passing_tests,
                                     min_failing_tests=min_failing_tests, min_changed_files=min_changed_files,
                                     total_break=total_break, jobs=jobs, cache=False if no_cache else None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..agents import AgentConfig
 from ..errors import SsrkitError
-from ..inject.llm import InjectionRun, Thresholds
+from ..inject.llm import InjectionRun
 from ..sandbox import SandboxOptions, open_sandbox
 from ..store.artifact import Artifact
 from ..store.attempts import scored_attempts
@@ -31,12 +31,16 @@ from .solver import EXTERNAL_POLICY
 
 
 class InjectorEpisode(Episode):
-    """One injection into `out_dir` (a new directory) on `source`. The reward: −1 now, or pending (None)."""
+    """One injection into `out_dir` (a new directory) on `source`. The reward: −1 now, or pending (None).
+
+    The prompt states the thresholds of `settings` (`[validate]`), else those of `validator` (else validate's
+    defaults), and a default validator checks the artifact against the same settings: the prompt never
+    promises numbers the validation does not enforce."""
 
     role = "injector"
 
     def __init__(self, source: RepoSource | str | Path, out_dir: str | Path, *, strategy: str | None = None,
-                 seed: int | None = None, thresholds: Thresholds | None = None, config: AgentConfig | None = None,
+                 seed: int | None = None, settings: Settings | None = None, config: AgentConfig | None = None,
                  backend: str = "auto", options: SandboxOptions | None = None, validator: Validator | None = None,
                  test_timeout: float = TEST_TIMEOUT, exclude_tests: list[str] | None = None,
                  model: dict[str, Any] | None = None):
@@ -44,8 +48,9 @@ class InjectorEpisode(Episode):
         self.source = source if isinstance(source, RepoSource) else RepoSource.local(Path(source))
         self.out_dir = Path(out_dir)
         self.backend, self.options = backend, options or SandboxOptions()
-        self.validator = validator or Validator(Settings(), backend=backend, options=self.options)
-        self.kw = dict(strategy=strategy, seed=seed, thresholds=thresholds, config=config or AgentConfig(),
+        settings = settings or (validator.settings if validator is not None else Settings())
+        self.validator = validator or Validator(settings, backend=backend, options=self.options)
+        self.kw = dict(strategy=strategy, seed=seed, settings=settings, config=config or AgentConfig(),
                        test_timeout=test_timeout, exclude_tests=exclude_tests, model=dict(model or EXTERNAL_POLICY))
         self._run: InjectionRun | None = None
 

@@ -39,6 +39,7 @@ from ..store.artifact import BUG_DIFF, Metadata, create_artifact
 from ..errors import SsrkitError
 from ..executor import ArtifactRef, Scratch, SourceRef, read_tree, relabel
 from ..sandbox import Sandbox, SandboxOptions
+from ..sandbox import timeouts
 from ..sandbox.git import GIT_IDENTITY
 from ..store.source import RepoSource
 from ..testrun import PASSED, SKIPPED, run_parser, run_tests
@@ -135,10 +136,11 @@ class Evaluator:
 
     def _prepare(self, sb: Sandbox) -> None:
         """Commit uncommitted work (so `git diff` shows only the bug) and remember that state as BASE."""
-        res = sb.run("git status --porcelain --untracked-files=normal", timeout=60, env={"GIT_OPTIONAL_LOCKS": "0"})
+        res = sb.run("git status --porcelain --untracked-files=normal", timeout=timeouts.FEW_FILES,
+                     env={"GIT_OPTIONAL_LOCKS": "0"})
         if res.ok and res.output.strip():
             res = sb.run(f"git add -A . && git {GIT_IDENTITY} commit -q --no-verify -m 'ssrkit: inject base'",
-                         timeout=120)
+                         timeout=timeouts.WHOLE_TREE)
             if not res.ok:
                 raise SsrkitError(f"could not prepare the sandbox: {res.output.strip()[:300]}")
         sb.snapshot(BASE)
@@ -176,7 +178,7 @@ class Evaluator:
             sb.apply_patch(diff, label=BUG_DIFF)
         for path, text in sorted(cand.files.items()):
             if text is None:
-                sb.run(f"rm -f -- {shlex.quote(path)}", timeout=30)
+                sb.run(f"rm -f -- {shlex.quote(path)}", timeout=timeouts.ONE_PATH)
             else:
                 sb.write_file(path, text)
         return sb.diff()

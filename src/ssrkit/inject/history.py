@@ -28,6 +28,7 @@ import shlex
 import warnings
 from dataclasses import dataclass
 
+from ..sandbox import timeouts
 from ..sandbox.base import Sandbox
 from ..verdict.patterns import is_test_like
 from ..verdict import pyast
@@ -58,7 +59,7 @@ def list_commits(sandbox: Sandbox, test_patterns: list[str], *, rev: str = "HEAD
     pattern names them: a root `test.py`)."""
     cmd = (f"git log --no-merges --no-renames -n {int(limit)} --format='%x00%H%x09%P%x09%s' --raw --numstat "
            f"{shlex.quote(rev)} --")
-    res = sandbox.run(cmd, timeout=120, env={"GIT_OPTIONAL_LOCKS": "0"})
+    res = sandbox.run(cmd, timeout=timeouts.WHOLE_TREE, env={"GIT_OPTIONAL_LOCKS": "0"})
     if not res.ok:
         return []
     out = []
@@ -108,7 +109,7 @@ def revert(sandbox: Sandbox, commit: Commit, path: str, today: str) -> Revert | 
     res = sandbox.run(f"git show {shlex.quote(commit.sha + ':' + path)} > {after} && "
                       f"git show {shlex.quote(commit.sha + '^:' + path)} > {before} && "
                       f"git merge-file -p -q --ours {mine} {after} {before} > {merged}",
-                      timeout=60, env={"GIT_OPTIONAL_LOCKS": "0"})
+                      timeout=timeouts.FEW_FILES, env={"GIT_OPTIONAL_LOCKS": "0"})
     if not res.ok:
         return None
     try:

@@ -33,6 +33,7 @@ from ..store import trajectory as trajectories
 from ..store.fsutil import own_dir
 from ..store.trajectory import SUBMITTED
 from ..sandbox import SandboxOptions, backend_from_config
+from ..sandbox import timeouts
 from ..sandbox.base import FileTooLargeError, Sandbox
 from ..testrun import TEST_TIMEOUT
 from ..store.source import RepoSource, head_commit
@@ -49,15 +50,6 @@ AGENT = "llm"
 
 DEFAULT_MIXTURE = {"removal": 0.5, "history": 0.5}
 SUBMISSION_DIRNAME = "ssrkit_submission"
-
-
-@dataclass
-class Thresholds:
-    """Filled into the prompt; the same numbers `validate` enforces."""
-
-    min_passing_tests: int = 5
-    min_failing_tests: int = 1
-    min_changed_files: int = 1
 
 
 @dataclass
@@ -98,7 +90,7 @@ def run_llm_injection(
     out_dir: str | Path,
     strategy: str | None = None,
     mixture: dict[str, float] | None = None,
-    thresholds: Thresholds | None = None,
+    settings: Settings | None = None,
     seed: int | None = None,
     config: AgentConfig | None = None,
     source: RepoSource | None = None,
@@ -108,13 +100,15 @@ def run_llm_injection(
 ) -> InjectionResult:
     """Run the injector agent in `sandbox` and write the artifact directory `out_dir`.
 
-    `strategy` None samples one from `mixture` (default 50/50 removal/history) with `seed`. The trajectory
+    `strategy` None samples one from `mixture` (default 50/50 removal/history) with `seed`; the prompt states
+    the thresholds of the `[validate]` `settings` (default: validate's defaults), the ones the artifact will
+    be validated against. The trajectory
     is kept at `out_dir/trajectory.json` from the first step on, also when the run fails; `out_dir` becomes
     an artifact (five files + artifact.toml, written last) only when every file was submitted non-empty.
     A submission that lacks files keeps exit_status "submitted" — the model did submit — with an `error`
     naming each missing file. Raises only for an unusable endpoint (ModelError) or a reused `out_dir`.
     """
-    run = InjectionRun(sandbox, client, out_dir=out_dir, strategy=strategy, mixture=mixture, thresholds=thresholds,
+    run = InjectionRun(sandbox, client, out_dir=out_dir, strategy=strategy, mixture=mixture, settings=settings,
                        seed=seed, config=config, source=source, base_commit=base_commit, test_timeout=test_timeout,
                        exclude_tests=exclude_tests)
     run.agent.run(run.traj, run.system, run.task)
@@ -129,14 +123,14 @@ class InjectionRun:
 
     def __init__(self, sandbox: Sandbox, client: ModelClient | None, *, out_dir: str | Path,
                  strategy: str | None = None, mixture: dict[str, float] | None = None,
-                 thresholds: Thresholds | None = None, seed: int | None = None, config: AgentConfig | None = None,
+                 settings: Settings | None = None, seed: int | None = None, config: AgentConfig | None = None,
                  source: RepoSource | None = None, base_commit: str | None = None,
                  test_timeout: float = TEST_TIMEOUT, exclude_tests: list[str] | None = None,
                  model: dict[str, Any] | None = None):
         out_dir = Path(out_dir)
         if (out_dir / METADATA).exists() or any((out_dir / n).exists() for n in CORE_FILES):
             raise SsrkitError(f"{out_dir} already holds an artifact; choose a new directory or remove it")
-        thresholds = thresholds or Thresholds()
+        thresholds = (settings or Settings()).thresholds()
         config = config or AgentConfig()
         mixture = dict(mixture or DEFAULT_MIXTURE)
         rng = random.Random(seed)
@@ -145,21 +139,19 @@ class InjectionRun:
             raise SsrkitError(f"unknown injection strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
 
         sub = sandbox.scratch_path(SUBMISSION_DIRNAME)
-        prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=60)
+        prep = sandbox.run(f"rm -rf {shlex.quote(sub)} && mkdir -p {shlex.quote(sub)}", timeout=timeouts.FEW_FILES)
         if not prep.ok:
             raise SsrkitError(f"could not create the submission directory {sub} in the sandbox: {prep.output[:300]}")
         if base_commit is None:
-            head = sandbox.run("git rev-parse HEAD", timeout=60)
+            head = sandbox.run("git rev-parse HEAD", timeout=timeouts.FEW_FILES)
             base_commit = head.output.strip() if head.ok else None
 
         self.system, self.task = injector_prompts(
-            strategy, submission_dir=sub, min_passing_tests=thresholds.min_passing_tests,
-            min_failing_tests=thresholds.min_failing_tests, min_changed_files=thresholds.min_changed_files,
-            test_timeout=test_timeout, command_timeout=config.command_timeout, max_turns=config.max_turns,
-            exclude_tests=exclude_tests or ())
+            strategy, submission_dir=sub, **thresholds, test_timeout=test_timeout,
+            command_timeout=config.command_timeout, max_turns=config.max_turns, exclude_tests=exclude_tests or ())
         self.traj_path = trajectories.path_in(out_dir)
         info = {"strategy": strategy, "strategy_mixture": mixture, "seed": seed, "base_commit": base_commit,
-                "thresholds": vars(thresholds).copy(), "submission_dir": sub}
+                "thresholds": thresholds, "submission_dir": sub}
         self.model = model if model is not None else client.describe() if client is not None else {}
         self.traj = Trajectory("injector", model=self.model, limits=config.to_dict(), path=self.traj_path, info=info)
         self.sandbox, self.client, self.sub, self.out_dir, self.strategy = sandbox, client, sub, out_dir, strategy
@@ -327,7 +319,6 @@ def inject_llm(
     out.mkdir(parents=True, exist_ok=True)
     mixture = mixture or dict(DEFAULT_MIXTURE)
     settings = Settings.from_config(config)
-    thresholds = Thresholds(settings.min_passing_tests, settings.min_failing_tests, settings.min_changed_files)
     agent_cfg = AgentConfig.from_config(config)
     backend = backend_from_config(config, backend)
     validator = Validator(settings, backend=backend, options=options)
@@ -342,7 +333,7 @@ def inject_llm(
     ex = executor or LocalExecutor(max(1, min(jobs, n)))
     opts = options or SandboxOptions()
     indices = [i for i in range(n) if shard is None or shard.owns_index(i)]
-    env = LLMInjection(source=ex.source_ref(source), client=client, mixture=mixture, thresholds=thresholds,
+    env = LLMInjection(source=ex.source_ref(source), client=client, mixture=mixture, settings=settings,
                        agent=agent_cfg, base_commit=base_commit, timeout=settings.timeout,
                        exclude_tests=exclude_tests, backend=backend, options=options,
                        validator=(ValidatorSpec(settings, backend, opts, environment_key(opts)) if ex.portable
@@ -403,7 +394,7 @@ class LLMInjection:
     source: SourceRef
     client: Any
     mixture: dict[str, float]
-    thresholds: Any
+    settings: Settings  # `[validate]`: the thresholds the prompt states
     agent: Any
     base_commit: str | None
     timeout: float
@@ -428,7 +419,7 @@ def llm_injection_unit(env: LLMInjection, ref: ArtifactRef, strategy: str, seed:
                 shutil.rmtree(d)  # run_llm_injection makes the directory itself
             with open_sandbox(source, env.backend, env.options) as sb:
                 result = run_llm_injection(sb, env.client, out_dir=d, strategy=strategy, mixture=env.mixture,
-                                           thresholds=env.thresholds, seed=seed, config=env.agent,
+                                           settings=env.settings, seed=seed, config=env.agent,
                                            source=env.source.source, base_commit=env.base_commit,
                                            test_timeout=env.timeout, exclude_tests=env.exclude_tests)
             status, error = result.exit_status, result.error

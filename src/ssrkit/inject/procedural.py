@@ -37,6 +37,7 @@ from ..errors import SsrkitError
 from ..executor import Executor, LocalExecutor, Shard, write_tree
 from ..store.fsutil import atomic_write_json, own_dir
 from ..sandbox import Sandbox, SandboxOptions, backend_from_config, environment_key, open_sandbox
+from ..sandbox import timeouts
 from ..store.runs import INJECT_CONFIG
 from ..store.source import RepoSource
 from ..validate import Settings
@@ -87,7 +88,7 @@ def foreign_imports(sb: Sandbox, python: str) -> dict[str, str]:
     roots = list(getattr(sb, "import_roots", None) or [sb.root])
     script = sb.scratch_path("ssrkit_imports.py")
     sb.write_file(script, resources.files("ssrkit.sandbox").joinpath("_imports.py").read_bytes())
-    res = sb.run(" ".join(shlex.quote(a) for a in (python, script, *roots)), timeout=60)
+    res = sb.run(" ".join(shlex.quote(a) for a in (python, script, *roots)), timeout=timeouts.FEW_FILES)
     try:
         found = json.loads(res.output.strip().splitlines()[-1]) if res.ok and res.output.strip() else {}
     except (ValueError, IndexError):
@@ -343,7 +344,7 @@ class Session:
 
         self.profile = load_profile(sb, dataclasses.asdict(self.inject), list_python_files(sb))
         fingerprint = repo_fingerprint(sb)
-        head = sb.run("git rev-parse HEAD", timeout=60)
+        head = sb.run("git rev-parse HEAD", timeout=timeouts.FEW_FILES)
         self.engine.base_commit = head.output.strip() if head.ok and head.output.strip() else None
         self.emit(Event("phase", f"mapping per-test coverage ({self.profile.runner})"))
         cov_timeout = float(self.inject.coverage_timeout or COVERAGE_TIMEOUT)

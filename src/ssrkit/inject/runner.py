@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 
 from ..errors import SsrkitError
 from ..store.config import setting
+from ..sandbox import timeouts
 from ..sandbox.base import Sandbox
 
 PYTEST = "pytest"
@@ -115,11 +116,12 @@ _UNITTEST_USE = re.compile(r"^\s*(import unittest|from unittest\b)", re.M)
 
 def list_python_files(sandbox: Sandbox) -> list[str]:
     """Python files of the repository (tracked and untracked, not ignored), repository-relative, sorted."""
-    res = sandbox.run("git ls-files -z -c -o --exclude-standard -- '*.py' 2>/dev/null", timeout=120)
+    res = sandbox.run("git ls-files -z -c -o --exclude-standard -- '*.py' 2>/dev/null", timeout=timeouts.WHOLE_TREE)
     if res.ok and res.output.strip("\0\n"):
         files = [f for f in res.output.split("\0") if f.strip()]
     else:
-        res = sandbox.run(r"find . -name '*.py' -not -path '*/.*' -not -path '*/node_modules/*' -print0", timeout=120)
+        res = sandbox.run(r"find . -name '*.py' -not -path '*/.*' -not -path '*/node_modules/*' -print0",
+                          timeout=timeouts.WHOLE_TREE)
         files = [f[2:] if f.startswith("./") else f for f in res.output.split("\0") if f.strip()]
     skip = ("site-packages/", "/.venv/", "venv/", ".tox/", "node_modules/")
     return sorted({f for f in files if not any(s in f"/{f}" for s in skip)})

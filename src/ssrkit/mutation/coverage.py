@@ -26,6 +26,7 @@ from typing import Any, Iterable
 from .. import __version__
 from ..errors import SsrkitError
 from ..store.fsutil import atomic_write_json, read_json
+from ..sandbox import timeouts
 from ..sandbox.base import Sandbox
 from ..testrun import PASSED
 from ..store.cache import testmaps_dir
@@ -183,7 +184,7 @@ def run_with_coverage(sandbox: Sandbox, command: str, *, python: str, timeout: f
     """Run `command` under per-test coverage; return (the command's ExecResult, the map)."""
     helper_dir = install_helpers(sandbox)
     out_dir = sandbox.scratch_path(f"ssrkit_cov_{name}")
-    sandbox.run(f"mkdir -p {shlex.quote(out_dir)}", timeout=30)
+    sandbox.run(f"mkdir -p {shlex.quote(out_dir)}", timeout=timeouts.ONE_PATH)
     prefix = coverage_env_prefix(sandbox, helper_dir, out_dir, test_limit, file_limit)
     started = time.monotonic()
     res = sandbox.run(f"{prefix}{command}", timeout=timeout)
@@ -215,7 +216,7 @@ def repo_fingerprint(sandbox: Sandbox) -> str:
     """A hash of the sandbox's repository state: HEAD, uncommitted changes, untracked files."""
     cmd = ("{ git rev-parse HEAD 2>/dev/null; git diff HEAD --binary 2>/dev/null; "
            "git ls-files -z -o --exclude-standard 2>/dev/null | xargs -0 -r sha256sum 2>/dev/null; } | sha256sum")
-    res = sandbox.run(cmd, timeout=120)
+    res = sandbox.run(cmd, timeout=timeouts.WHOLE_TREE)
     if not res.ok:
         raise SsrkitError(f"could not fingerprint the repository: {res.output.strip()[:200]}")
     return res.output.split()[0][:32]

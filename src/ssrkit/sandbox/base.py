@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 from ..errors import PatchError
 from ..patch import explain_apply_error, git_apply_args
+from . import timeouts
 from .applies import Applies, patch_error
 from .capture import OutputCapture
 from .git import fresh_history_command
@@ -143,7 +144,8 @@ class Sandbox(ABC):
     def scratch_path(self, name: str) -> str:
         return f"{self.scratch.rstrip('/')}/{name}"
 
-    def apply_patch(self, diff: str, *, label: str = "diff", reverse: bool = False, timeout: float = 60) -> None:
+    def apply_patch(self, diff: str, *, label: str = "diff", reverse: bool = False,
+                    timeout: float = timeouts.FEW_FILES) -> None:
         """Apply a unified diff at the root with `git apply`; PatchError names the failing file and hunk."""
         if not diff.strip():
             return
@@ -168,7 +170,7 @@ class Sandbox(ABC):
         `diffs` but are not applied (`git apply --check`)."""
         return Applies(self, diffs, stem=stem, checks=checks)
 
-    def apply_patches(self, diffs: Sequence[tuple[str, str]], *, timeout: float = 60) -> None:
+    def apply_patches(self, diffs: Sequence[tuple[str, str]], *, timeout: float = timeouts.FEW_FILES) -> None:
         """Apply several diffs in order with one command; PatchError (its `label`: the diff's) names the
         first that fails."""
         ap = self.applies(diffs)
@@ -179,7 +181,7 @@ class Sandbox(ABC):
         if failed is not None:
             raise patch_error(*failed)
 
-    def interpreter(self, name: str = "python3", *, timeout: float = 60) -> str:
+    def interpreter(self, name: str = "python3", *, timeout: float = timeouts.FEW_FILES) -> str:
         """The absolute path of the interpreter `name` resolves to in this sandbox, version-manager shims
         (pyenv, asdf) followed, so that starting it does not pay the shim's own start-up (a pyenv shim costs a
         few hundred milliseconds per call). Resolved once in the sandbox's current state and cached under
@@ -223,7 +225,7 @@ class Sandbox(ABC):
     def read_small(self, path: str, limit: int) -> bytes:
         """`read_file`, refused with FileTooLargeError before anything is read when the file is over `limit`
         bytes: a file a model hands over, or points a tool at, may be a size bomb (a sparse file of a GB)."""
-        res = self.run(f"stat -L -c %s -- {shlex.quote(path)}", timeout=30)
+        res = self.run(f"stat -L -c %s -- {shlex.quote(path)}", timeout=timeouts.ONE_PATH)
         size = res.output.strip()
         if res.ok and size.isdigit() and int(size) > limit:
             raise FileTooLargeError(path, int(size), limit)
@@ -244,7 +246,7 @@ class Sandbox(ABC):
         process; None (the default): this sandbox alone."""
         return None
 
-    def diff(self, *, timeout: float = 120) -> str:
+    def diff(self, *, timeout: float = timeouts.WHOLE_TREE) -> str:
         """The working tree's changes against HEAD as a `git diff`, new files included, binary-safe."""
         cmd = "git add -A -N . >/dev/null 2>&1; git -c core.quotepath=false diff --no-color --no-ext-diff --binary HEAD"
         res = self.run(cmd, timeout=timeout, env={"GIT_OPTIONAL_LOCKS": "0"})
@@ -254,7 +256,7 @@ class Sandbox(ABC):
         self.run("git reset -q >/dev/null 2>&1 || true", timeout=timeout)
         return res.output
 
-    def fresh_history(self, *, message: str = "Initial commit", timeout: float = 120) -> None:
+    def fresh_history(self, *, message: str = "Initial commit", timeout: float = timeouts.WHOLE_TREE) -> None:
         """Replace the git history by one commit of the current tree (the solver must not see the past)."""
         res = self.run(fresh_history_command(message), timeout=timeout)
         if not res.ok:

@@ -42,6 +42,7 @@ from ..errors import SandboxError
 from ..store.source import DEFAULT_WORKDIR
 from . import _cleanup
 from . import _tree as _tree_mod
+from . import timeouts
 from .base import PRISTINE, ExecResult, FileTooLargeError, Sandbox, SandboxOptions
 from .capture import TIMEOUT_EXIT_CODE, OutputCapture, decode_output
 from .env import is_secret_name
@@ -229,7 +230,7 @@ class DockerSandbox(Sandbox):
                 f" || {{ echo 'ssrkit: no directory {self.root} in the image (wrong --workdir?)'; exit 3; }}; "
                 "command -v bash >/dev/null || { echo 'ssrkit: the image has no bash'; exit 3; }; "
                 "python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null && echo ssrkit:py",
-                timeout=60)
+                timeout=timeouts.FEW_FILES)
             if res[0] != 0:
                 raise SandboxError(f"Docker image {image!r}: {res[1].strip()[:300]}")
             # incremental snapshots/resets need python3 >= 3.9 in the image; otherwise plain `cp -a`
@@ -244,7 +245,7 @@ class DockerSandbox(Sandbox):
             raise
 
     # -- low-level exec ------------------------------------------------------------------------------------
-    def _exec_simple(self, script: str, timeout: float = 120) -> tuple[int, str]:
+    def _exec_simple(self, script: str, timeout: float = timeouts.WHOLE_TREE) -> tuple[int, str]:
         """Run a short internal script (no wrapper, no limits); (exit code, output)."""
         api = self.client.api
         ex = api.exec_create(self.container.id, ["/bin/sh", "-c", script], stdout=True, stderr=True)
@@ -471,7 +472,7 @@ class DockerSandbox(Sandbox):
     # -- snapshots ---------------------------------------------------------------------------------------
     def _helper(self, op: str, name: str) -> None:
         code, out = self._exec_simple(
-            f"python3 {_HELPER} {op} {shlex.quote(self.root)} {STATE} {shlex.quote(name)}", timeout=900)
+            f"python3 {_HELPER} {op} {shlex.quote(self.root)} {STATE} {shlex.quote(name)}", timeout=timeouts.TREE_COPY)
         if code != 0:
             raise SandboxError(f"could not {op} the container's repository: {out.strip()[-300:]}")
 
@@ -489,7 +490,7 @@ class DockerSandbox(Sandbox):
             d = _snap_dir(name)
             q, r = shlex.quote(d), shlex.quote(self.root)
             code, out = self._exec_simple(f"rm -rf {q}.tmp && cp -a {r} {q}.tmp && rm -rf {q} && mv {q}.tmp {q}",
-                                          timeout=900)
+                                          timeout=timeouts.TREE_COPY)
             if code != 0:
                 raise SandboxError(f"could not snapshot the container's repository: {out.strip()[:300]}")
             self._snaps.add(name)
@@ -503,7 +504,7 @@ class DockerSandbox(Sandbox):
                 raise SandboxError(f"no snapshot named {name!r} in this sandbox (known: {known})")
             if self._ran:  # every reset starts a run with an empty HOME and /tmp
                 self._exec_simple(f"rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* {STATE}/home 2>/dev/null; "
-                                  f"mkdir -p {STATE}/home", timeout=120)
+                                  f"mkdir -p {STATE}/home", timeout=timeouts.WHOLE_TREE)
                 self._ran = False
             if self._clean == name:
                 return
@@ -514,7 +515,7 @@ class DockerSandbox(Sandbox):
                 return
             q, r = shlex.quote(_snap_dir(name)), shlex.quote(self.root)
             code, out = self._exec_simple(
-                f"find {r} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && cp -a {q}/. {r}/", timeout=900)
+                f"find {r} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} + && cp -a {q}/. {r}/", timeout=timeouts.TREE_COPY)
             if code != 0:
                 raise SandboxError(f"could not reset the container's repository: {out.strip()[:300]}")
             self._clean = name

@@ -6,7 +6,8 @@
 - `solvers`: what makes an attempt (oracle, null, LLM agent, the repair baseline) and their registry;
 - `repair`: the procedural repair baseline (mutation operators guided by per-test coverage);
 - `grade`: one fix graded against the artifact's expectations, the canary and protected files included;
-- `higher_order`: new artifacts from failed attempts.
+- `higher_order`: new artifacts from failed attempts;
+- `run`: a batch of solving as `ssrkit solve` asks it (`SolveBatch`).
 
 A higher-order artifact needs nothing extra to be solved: its `bug_inject.diff` *is* the combined code diff of
 its parent's bug and the failed fix stacked on it, so the same recipe yields the stacked state.

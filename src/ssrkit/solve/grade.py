@@ -51,6 +51,7 @@ from .. import patch as patches
 from ..store.artifact import BUG_DIFF, FIX, WEAKEN_DIFF, Artifact
 from ..store.config import Config, load_settings, setting
 from ..errors import PatchError, SsrkitError
+from ..sandbox import timeouts
 from ..sandbox.base import PRISTINE, Sandbox
 from ..sandbox.git import fresh_history_command
 from ..testrun import TEST_TIMEOUT, run_tests
@@ -231,7 +232,7 @@ def prepare(sandbox: Sandbox, artifact: Artifact, fix_diff: str, settings: Grade
                f"{{ echo {history_failed}; cat {err}; exit 1; }}")
     script = _PREP + "".join(f"ssrkit_prep {shlex.quote(p)}\n" for p in todo)
     script += 'rm -rf -- "${ssrkit_gone[@]}"\n' if todo else ""  # one `rm` for all of them
-    res = sandbox.run(artifact_diffs.command(f"{history}; " + fix.command(script)), timeout=240)
+    res = sandbox.run(artifact_diffs.command(f"{history}; " + fix.command(script)), timeout=timeouts.GRADE_PREPARE)
     try:
         artifact_diffs.check(res.output)
     except PatchError as e:

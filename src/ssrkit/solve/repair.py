@@ -33,6 +33,7 @@ from ..errors import PatchError, SsrkitError
 from ..mutation.operators import REPAIR, REPAIR_OPERATORS, functions, mutations
 from ..mutation.source_text import SourceText
 from ..mutation.coverage import run_with_coverage
+from ..sandbox import timeouts
 from ..sandbox.base import Sandbox
 from ..testrun import FAILED, PASSED, SKIPPED, ERROR, run_parser, run_tests
 from ..verdict.patterns import DEFAULT_TEST_PATTERNS, is_test_like
@@ -155,7 +156,7 @@ def find_repair(sandbox: Sandbox, *, tests_diff: str, test_script: str, test_par
 
 
 def _python(sandbox: Sandbox) -> str:
-    res = sandbox.run("command -v python >/dev/null 2>&1 && echo python || echo python3", timeout=30)
+    res = sandbox.run("command -v python >/dev/null 2>&1 && echo python || echo python3", timeout=timeouts.ONE_PATH)
     return res.output.strip().splitlines()[-1] if res.ok and res.output.strip() else "python3"
 
 

@@ -15,6 +15,7 @@ from .. import patch as patches
 from ..store.artifact import BUG_DIFF, WEAKEN_DIFF, Artifact
 from ..errors import PatchError, SsrkitError
 from ..sandbox import PRISTINE, Sandbox
+from ..sandbox import timeouts
 from ..sandbox.git import GIT_IDENTITY
 
 
@@ -28,7 +29,7 @@ _BASE_GIT = "ssrkit-base.git"
 
 
 
-def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: float = 120) -> None:
+def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: float = timeouts.WHOLE_TREE) -> None:
     """original + bug + weaken, history replaced by one fresh commit, a private base for the final diff."""
     sandbox.reset(PRISTINE)
     try:
@@ -50,7 +51,7 @@ def prepare_solver_sandbox(sandbox: Sandbox, artifact: Artifact, *, timeout: flo
         raise SsrkitError(f"could not record the solver's starting state: {res.output.strip()[:300]}")
 
 
-def solver_diff(sandbox: Sandbox, *, timeout: float = 120) -> str:
+def solver_diff(sandbox: Sandbox, *, timeout: float = timeouts.WHOLE_TREE) -> str:
     """The working tree's changes since `prepare_solver_sandbox`, as a `git diff` (binary-safe)."""
     base = shlex.quote(sandbox.scratch_path(_BASE_GIT))
     res = sandbox.run(

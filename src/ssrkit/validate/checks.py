@@ -20,6 +20,7 @@ from ..store.artifact import (BUG_DIFF, CORE_FILES, TEST_FILES, TEST_PARSER, TES
                               Artifact, log_path, parser_stderr_path)
 from ..errors import PatchError
 from ..sandbox import PRISTINE, Sandbox
+from ..sandbox import timeouts
 from ..store.source import RepoSource
 from ..verdict.patterns import is_test_like
 from ..testrun import FAILED, PASSED, TestRun, run_parser, run_tests, why_no_tests
@@ -107,7 +108,7 @@ class _Context:
     def repo_has(self, path: str) -> bool:
         if self.source.kind == "local":
             return (Path(self.source.path) / path).exists()
-        res = self.sandbox().run(f"test -e {_shq(path)}", timeout=30)
+        res = self.sandbox().run(f"test -e {_shq(path)}", timeout=timeouts.ONE_PATH)
         return res.exit_code == 0
 
     def diffs(self, run: str) -> list[tuple[str, str]]:

@@ -59,6 +59,12 @@ class Settings:
             raise SsrkitError("--jobs must be at least 1")
         return s
 
+    def thresholds(self) -> dict[str, int]:
+        """The three numbers an injection must meet, as the LLM injector's prompt states them and its
+        trajectory records them (`min_passing_tests`, `min_failing_tests`, `min_changed_files`)."""
+        return {"min_passing_tests": self.min_passing_tests, "min_failing_tests": self.min_failing_tests,
+                "min_changed_files": self.min_changed_files}
+
     @property
     def wall_budget(self) -> float:
         """`budget`, or by default what the checks' runs take when each takes its whole time (the original,
