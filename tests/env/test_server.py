@@ -13,13 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from openenv.core import GenericEnvClient
 
 from fixtures.env_tier import FIX, EnvServer
 from fixtures.scripted_server import bash, edit, submit
 
 
 def client(srv):
+    """OpenEnv's own client. Imported here, not at the top: openenv.core pulls in gradio (3-9 s), and every xdist
+    worker imports each test module while it collects, before it knows which tests it will run."""
+    from openenv.core import GenericEnvClient
+
     return GenericEnvClient(base_url=srv.url, message_timeout_s=600).sync()
 
 
