@@ -42,34 +42,9 @@ def _environment(tmp_path_factory: pytest.TempPathFactory):
     old = dict(os.environ)
     os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     os.environ["SSRKIT_CACHE"] = str(tmp_path_factory.mktemp("ssrkit-cache"))
-    with pytest.MonkeyPatch.context() as mp:
-        _sandboxes_load_no_plugins(mp)
-        yield
+    yield
     os.environ.clear()
     os.environ.update(old)
-
-
-#: what every sandbox of this process adds to its environment (a test's own options may override it)
-SANDBOX_ENV = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-
-def _sandboxes_load_no_plugins(mp: pytest.MonkeyPatch) -> None:
-    """This interpreter, which the sandboxed test runs use, carries the suite's own pytest plugins (xdist,
-    timeout, anyio, platformdirs); the repositories under test use none, yet every sandboxed pytest imported
-    them all: 0.15 s of each run's 0.45 s, and the suite makes thousands of runs (the example verdicts and
-    baselines: 60 s -> 42 s). Sandboxes opened in this process start with autoloading off, as a user's profile
-    for such a repository says (fixtures.recipe.PROFILE); commands started as subprocesses keep their own
-    configuration. The secret filter and everything else of `sanitized_env` still apply."""
-    import ssrkit.sandbox.env as env_module
-    import ssrkit.sandbox.local as local_module
-
-    sanitized = env_module.sanitized_env
-
-    def with_suite_env(base=None, extra=None):
-        return sanitized(base, {**SANDBOX_ENV, **(extra or {})})
-
-    mp.setattr(env_module, "sanitized_env", with_suite_env)
-    mp.setattr(local_module, "sanitized_env", with_suite_env)
 
 
 @pytest.fixture

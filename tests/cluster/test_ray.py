@@ -18,6 +18,7 @@ from fixtures.cluster import sample_items, verdict
 from fixtures.solving import TouchTheBuggyFile, copy_validated
 from fixtures.paths import SRC
 from fixtures.raycluster import node_args
+from fixtures.sandboxes import SUITE_ENV
 from ssrkit.executor import LocalExecutor
 from ssrkit.validate import Settings, Validator, validate_all
 
@@ -255,7 +256,7 @@ def test_procedural_inject_same_artifacts_as_local(ray_cluster, example_repos, t
     from ssrkit.sandbox import SandboxOptions
 
     repo = example_repos["textkit"]
-    options = SandboxOptions(env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    options = SandboxOptions(env=dict(SUITE_ENV))  # Ray's workers are processes of their own: no conftest patch
     runs = {}
     for label, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(3))):
         with ex:
